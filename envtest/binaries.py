@@ -1,0 +1,396 @@
+"""Find, or install once into a per-version cache, the control-plane binaries.
+
+Versions are pinned here and nowhere else. Environment variables read by this module:
+
+- ``TEST_ASSET_<NAME>``: path of one binary, e.g. TEST_ASSET_KUBE_APISERVER (wins over everything).
+- ``KUBEBUILDER_ASSETS``: a directory holding binaries (as controller-runtime's envtest reads it).
+- ``ENVTEST_K8S_VERSION``: the Kubernetes version to use instead of the pinned one.
+- ``ENVTEST_OFFLINE=1``: never try release downloads; build with go from the module proxy straight away.
+- ``ENVTEST_KWOK_STAGES``: a directory of kwok Stage YAMLs to use instead of the installed ones.
+- ``XDG_CACHE_HOME``: the cache lives in ``${XDG_CACHE_HOME:-~/.cache}/envtest/k8s/<ver>-<os>-<arch>/``.
+- download base URLs: see envtest.download.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from envtest import download, gobuild
+from envtest.errors import BinaryNotFound, ConfigError, InstallError
+
+
+@dataclass(frozen=True)
+class Versions:
+    """The versions envtest runs by default; the cache directory is keyed by ``kubernetes``."""
+
+    kubernetes: str = "1.37.2"
+    """kube-apiserver, kube-controller-manager, kube-scheduler, kubectl; ENVTEST_K8S_VERSION overrides."""
+    etcd: str = "3.7.3"
+    kwok: str = "0.8.0"
+
+
+PINNED = Versions()
+
+COMPONENT_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+OPTIONAL_BINARIES = ("kubectl",)  # resolvable and installable on request, never installed by default
+KNOWN_BINARIES = COMPONENT_BINARIES + OPTIONAL_BINARIES
+KWOK_STAGES = "kwok-stages"
+
+Progress = Callable[[str], None]
+
+_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "ppc64le": "ppc64le"}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+_ADVICE = (
+    "To use binaries you already have, set KUBEBUILDER_ASSETS=<dir with the binaries> or "
+    "TEST_ASSET_<NAME>=<path> (e.g. TEST_ASSET_KUBE_APISERVER); to build them, put Go on PATH with "
+    "network access to the Go module proxy and retry."
+)
+
+
+def _print_progress(line: str) -> None:
+    print(f"envtest: {line}", file=sys.stderr, flush=True)
+
+
+def platform_tag() -> tuple[str, str]:
+    """(os, arch) the way Go and the release URLs spell them, e.g. ('linux', 'amd64')."""
+    machine = platform.machine().lower()
+    return platform.system().lower(), _ARCH.get(machine, machine)
+
+
+def k8s_version(version: str | None = None) -> str:
+    """The Kubernetes version without a leading 'v': the argument, else ENVTEST_K8S_VERSION, else pinned."""
+    source = "version"
+    if version is None:
+        version, source = os.environ.get("ENVTEST_K8S_VERSION") or PINNED.kubernetes, "ENVTEST_K8S_VERSION"
+    norm = version.strip().removeprefix("v")
+    if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", norm):
+        raise ConfigError(
+            f"{source}={version!r} is not a Kubernetes release version like {PINNED.kubernetes}"
+        )
+    return norm
+
+
+def _offline_from_env() -> bool:
+    value = os.environ.get("ENVTEST_OFFLINE", "").strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise ConfigError(f"ENVTEST_OFFLINE={value!r}: use one of 1, true, yes, on, 0, false, no, off")
+    return value in _TRUE
+
+
+def cache_root() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # The XDG spec says relative values are invalid and must be ignored.
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "envtest" / "k8s"
+
+
+def cache_dir(version: str | None = None) -> Path:
+    """``${XDG_CACHE_HOME:-~/.cache}/envtest/k8s/<ver>-<os>-<arch>/`` (not created)."""
+    os_name, arch = platform_tag()
+    return cache_root() / f"{k8s_version(version)}-{os_name}-{arch}"
+
+
+def kwok_stages_dir(
+    version: str | None = None, *, install: bool = True, progress: Progress | None = None
+) -> Path:
+    """The directory of kwok Stage YAMLs (subdirectories node/, pod/, volume/ and a SOURCE file).
+
+    Order: ``ENVTEST_KWOK_STAGES`` → ``$KUBEBUILDER_ASSETS/kwok-stages`` → the cache → install kwok.
+    """
+    env = os.environ.get("ENVTEST_KWOK_STAGES")
+    if env:
+        if not Path(env).is_dir():
+            raise ConfigError(f"ENVTEST_KWOK_STAGES={env!r} is not a directory")
+        return Path(env).absolute()
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets and (Path(assets) / KWOK_STAGES).is_dir():
+        return (Path(assets) / KWOK_STAGES).absolute()
+    stages = cache_dir(version) / KWOK_STAGES
+    if not _has_stages(stages.parent):
+        if not install:
+            raise BinaryNotFound(f"no kwok stages in ENVTEST_KWOK_STAGES, KUBEBUILDER_ASSETS or {stages}")
+        _install(["kwok"], version, progress, None)
+    return stages
+
+
+def _env_name(name: str) -> str:
+    return "TEST_ASSET_" + name.upper().replace("-", "_")
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _lookup(name: str, version: str, looked: list[str]) -> Path | None:
+    """Steps 1-3 of resolve(); appends a line per place that did not have ``name`` to ``looked``."""
+    var = _env_name(name)
+    value = os.environ.get(var)
+    if value:
+        path = Path(value).expanduser().absolute()
+        if not _executable(path):
+            problem = "is not an executable file" if path.exists() else "does not exist"
+            raise ConfigError(f"{var}={value!r}: {path} {problem}")
+        return path
+    looked.append(f"{var} (unset)")
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets:
+        path = Path(assets).expanduser().absolute() / name
+        if _executable(path):
+            return path
+        looked.append(f"KUBEBUILDER_ASSETS: {path} (not an executable file)")
+    else:
+        looked.append("KUBEBUILDER_ASSETS (unset)")
+    path = cache_dir(version) / name
+    if _executable(path):
+        return path
+    looked.append(f"cache: {path} (missing)")
+    return None
+
+
+def _check_names(names: Iterable[str]) -> list[str]:
+    names = list(dict.fromkeys(names))  # dedupe, keep order
+    unknown = [n for n in names if n not in KNOWN_BINARIES]
+    if unknown:
+        raise ConfigError(f"unknown binary {', '.join(unknown)}; known: {', '.join(KNOWN_BINARIES)}")
+    return names
+
+
+def resolve(
+    name: str, *, version: str | None = None, install: bool = True, progress: Progress | None = None
+) -> Path:
+    """The path of the binary ``name``, looked up in this order:
+
+    1. ``TEST_ASSET_<NAME>`` (upper-cased, '-' → '_', e.g. TEST_ASSET_KUBE_APISERVER): that file. If it is
+       set but missing or not executable, ConfigError names the variable; nothing further is tried.
+    2. ``$KUBEBUILDER_ASSETS/<name>``.
+    3. The cache, ``cache_dir(version)/<name>``.
+    4. With ``install=True``: install(name) — a verified release download, else ``go build`` — into the cache.
+
+    ``version`` (default ENVTEST_K8S_VERSION, else the pinned one) picks the cache directory; 1 and 2 are
+    taken as given. With ``install=False`` a miss raises BinaryNotFound listing every place looked.
+    """
+    return resolve_all([name], version=version, install=install, progress=progress)[name]
+
+
+def resolve_all(
+    names: Iterable[str] = COMPONENT_BINARIES,
+    *,
+    version: str | None = None,
+    install: bool = True,
+    progress: Progress | None = None,
+) -> dict[str, Path]:
+    """resolve() for each name; missing ones are installed together, so the kube binaries share one build."""
+    names = _check_names(names)
+    ver = k8s_version(version)
+    found: dict[str, Path] = {}
+    looked: dict[str, list[str]] = {}
+    for name in names:
+        looked[name] = []
+        path = _lookup(name, ver, looked[name])
+        if path is not None:
+            found[name] = path
+    missing = [n for n in names if n not in found]
+    if missing and not install:
+        places = "\n".join(f"  {n}:\n" + "\n".join(f"    {p}" for p in looked[n]) for n in missing)
+        raise BinaryNotFound(
+            f"{', '.join(missing)} not found; looked in:\n{places}\n"
+            f"Run `envtest binaries install` or resolve with install=True. {_ADVICE}"
+        )
+    if missing:
+        found.update(_install(missing, ver, progress, None))
+    return {n: found[n] for n in names}
+
+
+def _has_stages(directory: Path) -> bool:
+    # SOURCE is written last, so its presence means the copy is complete.
+    return (directory / KWOK_STAGES / "SOURCE").is_file()
+
+
+def _complete(dest: Path, names: list[str]) -> bool:
+    return ("kwok" not in names or _has_stages(dest)) and all(_executable(dest / n) for n in names)
+
+
+def install(
+    names: Iterable[str] = COMPONENT_BINARIES,
+    *,
+    version: str | None = None,
+    progress: Progress | None = None,
+    offline: bool | None = None,
+    force: bool = False,
+) -> dict[str, Path]:
+    """Install the named binaries (and, with kwok, its stages) into cache_dir(version); return their paths.
+
+    Already-cached binaries are left alone, so a second call does nothing. Each missing one is first
+    downloaded from its official release (unless ``offline``, default ENVTEST_OFFLINE) and checked against
+    the published sha256; whatever that did not deliver is built with go. A FileLock on
+    ``<cache>/.install.lock`` makes concurrent processes (xdist workers) build once: the others wait.
+    Binaries appear in the cache only complete (built elsewhere, fsynced, renamed in). ``force`` installs
+    again even what is cached (the old files are replaced only once the new ones are ready).
+    """
+    return _install(names, version, progress, offline, force)
+
+
+def _install(
+    names: Iterable[str],
+    version: str | None,
+    progress: Progress | None,
+    offline: bool | None,
+    force: bool = False,
+) -> dict[str, Path]:
+    # install()'s body; resolve() calls it by this name because its own `install` flag shadows install().
+    names = _check_names(names)
+    ver = k8s_version(version)
+    dest = cache_dir(ver)
+    result = {n: dest / n for n in names}
+    if not force and _complete(dest, names):
+        return result
+    report = progress or _print_progress
+    skip_download = _offline_from_env() if offline is None else offline
+    dest.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(dest / ".install.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        report(f"waiting for another process installing into {dest}")
+        lock.acquire()
+    try:
+        if force or not _complete(dest, names):  # the process we waited for may have done it
+            _install_locked(names, ver, dest, report, skip_download, force)
+    finally:
+        lock.release()
+    return result
+
+
+def _install_locked(
+    names: list[str], ver: str, dest: Path, report: Progress, offline: bool, force: bool
+) -> None:
+    missing = [n for n in names if force or not _executable(dest / n)]
+    wanted = missing + (["kwok stages"] if "kwok" in names and (force or not _has_stages(dest)) else [])
+    installed: set[str] = set()
+    tried: list[tuple[str, str]] = []  # (what, why it failed), in the order tried
+    # Inside the cache's parent so os.replace() into place never crosses a filesystem.
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))
+    try:
+        if missing and offline:
+            tried.append((", ".join(missing), "download: skipped (offline: ENVTEST_OFFLINE or offline=True)"))
+        elif missing:
+            os_name, arch = platform_tag()
+            arts = [download.artifact_for(n, _component_version(n, ver), os_name, arch) for n in missing]
+            fetched, failed = download.download_all(arts, staging, progress=report)
+            _publish(staging, dest, fetched)
+            installed.update(fetched)
+            tried += [(n, f"download: {why}") for n, why in failed.items()]
+            if fetched:
+                report(f"installed {', '.join(fetched)} from release downloads into {dest}")
+        left = [w for w in wanted if w not in installed]
+        if left:
+            try:
+                gobuild.find_go()
+            except InstallError as exc:  # said once, not once per build
+                tried.append((", ".join(left), f"go build: {exc}"))
+                left = []
+        for group, build in _builders([n for n in left if n in names], ver, staging):
+            try:
+                build(report)
+            except InstallError as exc:
+                tried.append((", ".join(group), f"go build: {exc}"))
+                continue
+            _publish(staging, dest, group)
+            installed.update(group)
+            report(f"installed {', '.join(group)} into {dest}")
+        # Stages only make sense beside a kwok binary; a kwok build brings them along, a download does not.
+        if "kwok stages" in left and _executable(dest / "kwok"):
+            try:
+                if not _has_stages(staging):
+                    gobuild.fetch_kwok_stages(PINNED.kwok, staging / KWOK_STAGES, report)
+                _publish_dir(staging / KWOK_STAGES, dest / KWOK_STAGES)
+                installed.add("kwok stages")
+            except InstallError as exc:
+                tried.append(("kwok stages", f"go mod download: {exc}"))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    failed_names = [w for w in wanted if w not in installed]
+    if failed_names:
+        lines = "\n".join(f"  {what}: {why}" for what, why in tried)
+        raise InstallError(
+            f"could not install {', '.join(failed_names)} (Kubernetes v{ver}) into {dest}; tried:\n"
+            f"{lines}\n{_ADVICE}"
+        )
+
+
+def _component_version(name: str, k8s: str) -> str:
+    return {"etcd": PINNED.etcd, "kwok": PINNED.kwok}.get(name, k8s)
+
+
+Build = tuple[list[str], Callable[[Progress], None]]  # (names one build delivers, the build)
+
+
+def _builders(names: list[str], ver: str, staging: Path) -> list[Build]:
+    """One build per source module: every kube name shares a single ``go build``."""
+    builds: list[Build] = []
+    kube = [n for n in names if n in download.KUBE_NAMES]
+    if kube:
+        builds.append((kube, lambda p: gobuild.build_kube(kube, ver, staging, p)))
+    if "etcd" in names:
+        builds.append((["etcd"], lambda p: gobuild.build_etcd(PINNED.etcd, staging, p)))
+    if "kwok" in names:
+        stages = staging / KWOK_STAGES
+        builds.append((["kwok"], lambda p: gobuild.build_kwok(PINNED.kwok, staging, stages, p)))
+    return builds
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _publish(staging: Path, dest: Path, names: Iterable[str]) -> None:
+    """Move finished binaries from staging into the cache, each durable before it becomes visible."""
+    for name in names:
+        src = staging / name
+        src.chmod(0o755)
+        with open(src, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(src, dest / name)
+    _fsync_dir(dest)
+
+
+def _publish_dir(src: Path, dst: Path) -> None:
+    for path in src.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    if dst.exists():  # an incomplete copy (no SOURCE) from an older envtest
+        shutil.rmtree(dst)
+    os.replace(src, dst)
+    _fsync_dir(dst.parent)
+
+
+def list_installed() -> list[tuple[str, Path]]:
+    """Every cached version directory and its binaries, as (directory name, binary path) pairs, sorted.
+
+    The directory name is ``<ver>-<os>-<arch>``; half-finished installs (hidden temp dirs) are skipped.
+    """
+    root = cache_root()
+    if not root.is_dir():
+        return []
+    return [
+        (d.name, d / name)
+        for d in sorted(root.iterdir())
+        if d.is_dir() and not d.name.startswith(".")
+        for name in KNOWN_BINARIES
+        if _executable(d / name)
+    ]

@@ -1,0 +1,224 @@
+"""One Cluster interface, three backends: a local ControlPlane (in-process or shared across
+processes), a kind cluster, or an existing cluster from a kubeconfig.
+
+Every backend gives the same things: a kubeconfig path, admin clients for pykube-ng and the
+`kubernetes` package, and `identity_kubeconfig()` — a kubeconfig for a ServiceAccount token, the
+identity an operator under test runs as (so its RBAC is exercised on every backend alike).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from envtest.errors import ConfigError, EnvtestError
+from envtest.kubeconfig import write_kubeconfig
+
+if TYPE_CHECKING:  # heavy imports stay out of `pytest --help`
+    import kubernetes.client
+    import pykube
+    import requests
+
+    from envtest.controlplane import ControlPlane
+
+
+class Cluster:
+    """A running cluster the harness may use. Subclasses set `backend`, `kubeconfig` and `name`."""
+
+    backend: str = "?"
+    version: str = "?"
+
+    def __init__(self, kubeconfig: Path, *, name: str, context: str | None = None) -> None:
+        if not Path(kubeconfig).is_file():
+            raise ConfigError(f"kubeconfig {kubeconfig} does not exist")
+        self.kubeconfig = Path(kubeconfig)
+        self.name = name
+        self.context = context
+        self.log_paths: dict[str, Path] = {}
+        """Control-plane component logs, where the backend has them (artifacts copy these)."""
+        self.has_controllers = True
+        """Whether kube-controller-manager runs (default ServiceAccounts, GC, namespace deletion)."""
+
+    @functools.cached_property
+    def pykube(self) -> pykube.HTTPClient:
+        return self.new_pykube()
+
+    def new_pykube(self, timeout: float = 30.0) -> pykube.HTTPClient:
+        return self.new_pykube_from(self.kubeconfig, context=self.context, timeout=timeout)
+
+    @staticmethod
+    def new_pykube_from(
+        kubeconfig: Path, *, context: str | None = None, timeout: float = 30.0
+    ) -> pykube.HTTPClient:
+        """A fresh client (own session) for `kubeconfig`; pykube's 10 s default timeout is too short."""
+        import pykube
+
+        config = pykube.KubeConfig.from_file(str(kubeconfig))
+        if context:
+            config.set_current_context(context)
+        return pykube.HTTPClient(config, timeout=timeout)
+
+    @functools.cached_property
+    def k8s(self) -> kubernetes.client.ApiClient:
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig), context=self.context)
+
+    @property
+    def server(self) -> str:
+        return str(self.pykube.url)
+
+    @property
+    def session(self) -> requests.Session:
+        """An authenticated requests session for raw calls (`session.get(f"{cluster.server}/…")`)."""
+        return self.pykube.session
+
+    def identity_kubeconfig(
+        self, namespace: str, service_account: str, path: Path, *, expiration_seconds: int = 3600
+    ) -> Path:
+        """A kubeconfig for `service_account` (created if missing) using a TokenRequest token."""
+        base = f"{self.server}/api/v1/namespaces/{namespace}/serviceaccounts"
+        resp = self.session.post(base, json={"metadata": {"name": service_account}}, timeout=10)
+        if resp.status_code not in (201, 409):
+            raise EnvtestError(f"creating ServiceAccount {namespace}/{service_account}: {resp.text[:300]}")
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": expiration_seconds},
+        }
+        resp = _retry_not_found(
+            lambda: self.session.post(f"{base}/{service_account}/token", json=body, timeout=10)
+        )
+        if resp.status_code != 201:
+            raise EnvtestError(f"TokenRequest for {namespace}/{service_account}: {resp.text[:300]}")
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        context_name = self.context or admin["current-context"]
+        context = next(c["context"] for c in admin["contexts"] if c["name"] == context_name)
+        cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])
+        user = f"system:serviceaccount:{namespace}:{service_account}"
+        config: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "clusters": [cluster],
+            "users": [{"name": user, "user": {"token": resp.json()["status"]["token"]}}],
+            "contexts": [
+                {
+                    "name": "identity",
+                    "context": {"cluster": cluster["name"], "user": user, "namespace": namespace},
+                }
+            ],
+            "current-context": "identity",
+        }
+        return write_kubeconfig(path, config)
+
+    def close(self) -> None:
+        if "pykube" in self.__dict__:
+            self.pykube.session.close()
+        if "k8s" in self.__dict__:
+            self.k8s.close()
+
+    def describe(self) -> str:
+        return f"backend={self.backend} cluster={self.name} k8s={self.version} server={self.server}"
+
+
+def _retry_not_found(call: Any, attempts: int = 50) -> Any:
+    # A ServiceAccount just created may not be visible to the token subresource for a moment.
+    for _ in range(attempts):
+        resp = call()
+        if resp.status_code != 404:
+            return resp
+        time.sleep(0.1)
+    return resp
+
+
+class LocalCluster(Cluster):
+    """A ControlPlane owned by this process (stopped by `close()`), or one recorded in a state file
+    by another process (`owned=False`: shared under xdist, or kept with --keep-cluster)."""
+
+    backend = "local"
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        *,
+        name: str,
+        version: str,
+        components: list[str],
+        log_paths: dict[str, Path],
+        plane: ControlPlane | None = None,
+    ) -> None:
+        super().__init__(kubeconfig, name=name)
+        self.version = version
+        self.components = components
+        self.log_paths = dict(log_paths)
+        self.has_controllers = "kube-controller-manager" in components
+        self.plane = plane
+
+    @classmethod
+    def from_plane(cls, plane: ControlPlane, name: str = "envtest") -> LocalCluster:
+        return cls(
+            plane.kubeconfig,
+            name=name,
+            version=plane.version,
+            components=list(plane.components),
+            log_paths=plane.log_paths,
+            plane=plane,
+        )
+
+    def restart(self, component: str) -> None:
+        if self.plane is None:
+            raise EnvtestError("restart() needs a control plane owned by this process (not a shared one)")
+        self.plane.restart(component)
+
+    def close(self) -> None:
+        super().close()
+        if self.plane is not None:
+            self.plane.stop()
+
+
+class ExistingCluster(Cluster):
+    """Whatever KUBECONFIG (and optionally a context) points at. Nothing is started or stopped."""
+
+    backend = "existing"
+
+    def __init__(self, kubeconfig: Path, *, context: str | None = None) -> None:
+        super().__init__(kubeconfig, name=context or "current-context", context=context)
+        try:
+            info = self.session.get(f"{self.server}/version", timeout=10).json()
+            self.version = str(info.get("gitVersion", "?")).lstrip("v")
+        except Exception as exc:
+            raise EnvtestError(f"cannot reach the cluster of {kubeconfig}: {exc}") from exc
+
+
+class KindCluster(Cluster):
+    """A kind cluster through pytest-kind-ng (optional `[kind]` extra, GPL-3.0)."""
+
+    backend = "kind"
+
+    def __init__(
+        self, *, name: str, config_file: Path | None, keep: bool, kind_path: Path | None = None
+    ) -> None:
+        try:
+            from pytest_kind import KindCluster as _Kind
+        except ImportError as exc:
+            raise ConfigError(
+                "--envtest-backend=kind needs the optional extra: pip install 'kube-envtest[kind]'"
+            ) from exc
+        kwargs: dict[str, Any] = {"kind_path": kind_path} if kind_path else {}
+        self._kind = _Kind(name, **kwargs)
+        self._kind.create(config_file=config_file)
+        self._keep = keep
+        super().__init__(Path(self._kind.kubeconfig_path), name=name)
+        self.version = str(
+            self.session.get(f"{self.server}/version", timeout=10).json().get("gitVersion", "?")
+        ).lstrip("v")
+
+    def close(self) -> None:
+        super().close()
+        if not self._keep:
+            self._kind.delete()

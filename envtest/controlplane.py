@@ -1,0 +1,379 @@
+"""A real Kubernetes control plane as local processes: etcd, kube-apiserver and, optionally,
+kube-controller-manager, kube-scheduler and kwok (a fake Node that runs pods without containers).
+
+    with ControlPlane(crds=["api/crd"]) as cp:
+        api = pykube.HTTPClient(pykube.KubeConfig.from_file(cp.kubeconfig))
+
+Start order: etcd → kube-apiserver → CRDs (before the controller-manager, whose garbage collector
+re-reads discovery only every 30 s) → controller-manager → scheduler → kwok and its Node → ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import requests
+import urllib3
+
+from envtest import binaries, crds, flags, kwok
+from envtest.errors import ConfigError, StartTimeout, StopError
+from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
+from envtest.pki import CertificateAuthority, service_account_key
+from envtest.ports import free_port
+from envtest.process import ManagedProcess
+
+log = logging.getLogger(__name__)
+
+ETCD, APISERVER, KCM, SCHEDULER, KWOK = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+)
+ALL_COMPONENTS: tuple[str, ...] = (ETCD, APISERVER, KCM, SCHEDULER, KWOK)
+MINIMAL_COMPONENTS: tuple[str, ...] = (ETCD, APISERVER)
+ADMIN_USER = "envtest-admin"
+# Component identities: system:masters keeps the plane simple; RBAC is exercised by the users
+# tests create (the operator runs bound to its own ClusterRole, never as one of these).
+MASTERS = ("system:masters",)
+
+
+def parse_components(value: str | Iterable[str]) -> tuple[str, ...]:
+    """`"all"`, `"minimal"`, or names (comma-separated or a list); etcd and the apiserver are implied."""
+    if isinstance(value, str):
+        if value in ("all", ""):
+            return ALL_COMPONENTS
+        if value == "minimal":
+            return MINIMAL_COMPONENTS
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    names = set(value) | set(MINIMAL_COMPONENTS)
+    unknown = names - set(ALL_COMPONENTS)
+    if unknown:
+        raise ConfigError(
+            f"unknown component(s) {sorted(unknown)}; valid: {', '.join(ALL_COMPONENTS)}, 'all', 'minimal'"
+        )
+    return tuple(c for c in ALL_COMPONENTS if c in names)
+
+
+class ControlPlane:
+    """Start undoes itself on failure; stop always finishes and reports every error together."""
+
+    def __init__(
+        self,
+        components: str | Iterable[str] = ALL_COMPONENTS,
+        *,
+        version: str | None = None,
+        crds: Sequence[str | Path] = (),
+        workdir: Path | None = None,
+        job_pods: kwok.JobPods = "complete",
+        start_timeout: float = 90.0,
+        extra_args: Mapping[str, Mapping[str, str | None]] | None = None,
+        binary_paths: Mapping[str, Path] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.components = parse_components(components)
+        self.version = version or binaries.k8s_version()
+        self.crd_paths = [Path(p) for p in crds]
+        self.job_pods = job_pods
+        self.start_timeout = start_timeout
+        """Seconds each component may take to become ready."""
+        self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
+        unknown = set(self.extra_args) - set(ALL_COMPONENTS)
+        if unknown:
+            raise ConfigError(f"extra_args: unknown component(s) {sorted(unknown)}")
+        self._binary_paths = dict(binary_paths or {})
+        self._progress = progress or (lambda msg: log.info("%s", msg))
+        self._owns_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envtest-"))
+        self.processes: dict[str, ManagedProcess] = {}
+        self.api_port = 0
+        self.ca: CertificateAuthority | None = None
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self._admin: requests.Session | None = None
+
+    # -- public API --------------------------------------------------------------------------------
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def log_paths(self) -> dict[str, Path]:
+        return {name: proc.log_path for name, proc in self.processes.items()}
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        began = time.monotonic()
+        try:
+            paths = self._resolve_binaries()
+            self._write_pki()
+            self._start_etcd(paths[ETCD])
+            self._start_apiserver(paths[APISERVER])
+            if self.crd_paths:
+                crds.install(self.admin_session(), self.server, self.crd_paths)
+            if KCM in self.components:
+                self._start_controller_manager(paths[KCM])
+            if SCHEDULER in self.components:
+                self._start_scheduler(paths[SCHEDULER])
+            if KWOK in self.components:
+                self._start_kwok(paths[KWOK])
+            self._wait_cluster_ready()
+        except BaseException:
+            # Start undoes itself: nothing half-started outlives the error (KeyboardInterrupt included).
+            self.stop()
+            raise
+        self._progress(
+            f"control plane ready in {time.monotonic() - began:.1f}s: {', '.join(self.components)} "
+            f"(v{self.version}) at {self.server}; KUBECONFIG={self.kubeconfig}"
+        )
+
+    def stop(self) -> None:
+        errors: list[str] = []
+        # Reverse start order: the apiserver must outlive its clients, etcd must outlive the apiserver.
+        for name in reversed(list(self.processes)):
+            try:
+                self.processes[name].stop()
+            except Exception as exc:
+                errors.append(f"{name}: {exc}")
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if errors:
+            raise StopError("failed to stop: " + "; ".join(errors))
+
+    def restart(self, component: str) -> None:
+        """Stop and start one component with the same flags, ports and data (fault tests)."""
+        if component not in self.processes:
+            raise ConfigError(f"{component!r} is not running; running: {', '.join(self.processes)}")
+        self.processes[component].restart()
+
+    def add_user(self, name: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig for a client-certificate user (CN=name, O=groups); RBAC decides what it may do."""
+        assert self.ca is not None, "start() first"
+        path = self.workdir / "users" / f"{name}.kubeconfig"
+        cfg = kubeconfig_dict(
+            server=self.server, ca_pem=self.ca.cert_pem, client=self.ca.issue_client(name, groups), user=name
+        )
+        return write_kubeconfig(path, cfg)
+
+    def admin_session(self) -> requests.Session:
+        """A requests session authenticated as the admin user (system:masters)."""
+        if self._admin is None:
+            session = requests.Session()
+            # REQUESTS_CA_BUNDLE and proxy variables would override `verify` and route loopback traffic.
+            session.trust_env = False
+            session.verify = str(self.workdir / "pki" / "ca.crt")
+            session.cert = (str(self.workdir / "pki" / "admin.crt"), str(self.workdir / "pki" / "admin.key"))
+            self._admin = session
+        return self._admin
+
+    # -- start-up steps ------------------------------------------------------------------------------
+
+    def _resolve_binaries(self) -> dict[str, Path]:
+        needed = [c for c in self.components if c not in self._binary_paths]
+        found = binaries.resolve_all(needed, version=self.version, progress=self._progress) if needed else {}
+        return {**found, **self._binary_paths}
+
+    def _write_pki(self) -> None:
+        pki = self.workdir / "pki"
+        self.ca = CertificateAuthority.create("envtest-ca")
+        self.ca.write(pki, "ca")
+        self.api_port = free_port()
+        self.ca.issue_serving(
+            "kube-apiserver",
+            [
+                "127.0.0.1",
+                "localhost",
+                "10.96.0.1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+            ],
+        ).write(pki, "apiserver")
+        self.ca.issue_client(ADMIN_USER, MASTERS).write(pki, "admin")
+        private, public = service_account_key()
+        (pki / "sa.key").write_bytes(private)
+        (pki / "sa.key").chmod(0o600)
+        (pki / "sa.pub").write_bytes(public)
+        write_kubeconfig(
+            self.kubeconfig,
+            kubeconfig_dict(
+                server=self.server,
+                ca_pem=self.ca.cert_pem,
+                client=self.ca.issue_client(ADMIN_USER, MASTERS),
+                user=ADMIN_USER,
+            ),
+        )
+
+    def _component_kubeconfig(self, name: str) -> Path:
+        assert self.ca is not None
+        cfg = kubeconfig_dict(
+            server=self.server,
+            ca_pem=self.ca.cert_pem,
+            client=self.ca.issue_client(f"system:{name}", MASTERS),
+            user=name,
+        )
+        return write_kubeconfig(self.workdir / f"{name}.kubeconfig", cfg)
+
+    def _launch(
+        self, name: str, binary: Path, args: dict[str, str | None], ready: Callable[[], bool]
+    ) -> ManagedProcess:
+        argv = [str(binary), *flags.render(flags.DEFAULT_FLAGS[name], args, self.extra_args.get(name, {}))]
+        proc = ManagedProcess(
+            name,
+            argv,
+            log_path=self.workdir / "logs" / f"{name}.log",
+            ready=ready,
+            start_timeout=self.start_timeout,
+        )
+        (self.workdir / "logs").mkdir(exist_ok=True)
+        self.processes[name] = proc
+        self._progress(f"starting {name}")
+        proc.start()
+        return proc
+
+    def _start_etcd(self, binary: Path) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        peer_url = f"http://127.0.0.1:{peer}"
+        args = {
+            "data-dir": str(self.workdir / "etcd"),
+            "listen-client-urls": self.etcd_url,
+            "advertise-client-urls": self.etcd_url,
+            "listen-peer-urls": peer_url,
+            "initial-advertise-peer-urls": peer_url,
+            "initial-cluster": f"envtest={peer_url}",
+        }
+        self._launch(ETCD, binary, args, ready=lambda: _http_ok(f"{self.etcd_url}/health"))
+
+    def _start_apiserver(self, binary: Path) -> None:
+        pki = self.workdir / "pki"
+        args = {
+            "secure-port": str(self.api_port),
+            "etcd-servers": self.etcd_url,
+            "tls-cert-file": str(pki / "apiserver.crt"),
+            "tls-private-key-file": str(pki / "apiserver.key"),
+            "client-ca-file": str(pki / "ca.crt"),
+            "service-account-issuer": self.server,
+            "service-account-key-file": str(pki / "sa.pub"),
+            "service-account-signing-key-file": str(pki / "sa.key"),
+            "cert-dir": str(pki),
+        }
+        self._launch(APISERVER, binary, args, ready=self._apiserver_ready)
+
+    def _apiserver_ready(self) -> bool:
+        return self.admin_session().get(f"{self.server}/readyz", timeout=2).status_code == 200
+
+    def _start_controller_manager(self, binary: Path) -> None:
+        kubeconfig, pki, port = self._component_kubeconfig(KCM), self.workdir / "pki", free_port()
+        args = {
+            "kubeconfig": str(kubeconfig),
+            "authentication-kubeconfig": str(kubeconfig),
+            "authorization-kubeconfig": str(kubeconfig),
+            "secure-port": str(port),
+            "cert-dir": str(self.workdir / "kcm-certs"),
+            "root-ca-file": str(pki / "ca.crt"),  # published as kube-root-ca.crt for projected tokens
+            "service-account-private-key-file": str(pki / "sa.key"),
+            "cluster-signing-cert-file": str(pki / "ca.crt"),
+            "cluster-signing-key-file": str(pki / "ca.key"),
+        }
+        self._launch(KCM, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"))
+
+    def _start_scheduler(self, binary: Path) -> None:
+        kubeconfig, port = self._component_kubeconfig(SCHEDULER), free_port()
+        args = {
+            "kubeconfig": str(kubeconfig),
+            "authentication-kubeconfig": str(kubeconfig),
+            "authorization-kubeconfig": str(kubeconfig),
+            "secure-port": str(port),
+            "cert-dir": str(self.workdir / "scheduler-certs"),
+        }
+        self._launch(SCHEDULER, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"))
+
+    def _start_kwok(self, binary: Path) -> None:
+        stages_dir = binaries.kwok_stages_dir(self.version)
+        config = self.workdir / "kwok-stages.yaml"
+        config.write_text(kwok.stage_config(stages_dir, self.job_pods))
+        _, objects = kwok.load_stage_documents(stages_dir)
+        for obj in [*objects, kwok.fake_node()]:
+            self._create(obj)
+        argv = kwok.kwok_args(kubeconfig=self._component_kubeconfig(KWOK), config=config)
+        proc = ManagedProcess(
+            KWOK,
+            [str(binary), *argv, *flags.render(self.extra_args.get(KWOK, {}))],
+            log_path=self.workdir / "logs" / "kwok.log",
+            ready=self._node_ready,
+            start_timeout=self.start_timeout,
+        )
+        self.processes[KWOK] = proc
+        self._progress("starting kwok")
+        proc.start()
+
+    def _node_ready(self) -> bool:
+        resp = self.admin_session().get(f"{self.server}/api/v1/nodes/{kwok.NODE_NAME}", timeout=2)
+        if resp.status_code != 200:
+            return False
+        conditions = resp.json().get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def _create(self, obj: dict[str, Any]) -> None:
+        url = _collection_url(self.server, obj)
+        resp = self.admin_session().post(url, json=obj, timeout=10)
+        if resp.status_code not in (201, 409):
+            raise ConfigError(
+                f"creating {obj['kind']}/{obj['metadata']['name']} failed: "
+                f"{resp.status_code} {resp.text[:300]}"
+            )
+
+    def _wait_cluster_ready(self) -> None:
+        """Ready means ready for tests: the default ServiceAccount exists (pods are rejected until the
+        serviceaccount controller makes it) and kwok's Node is Ready (checked by kwok's probe)."""
+        if KCM not in self.components:
+            return
+        deadline = time.monotonic() + self.start_timeout
+        url = f"{self.server}/api/v1/namespaces/default/serviceaccounts/default"
+        while self.admin_session().get(url, timeout=2).status_code != 200:
+            if time.monotonic() > deadline:
+                raise StartTimeout(
+                    f"default ServiceAccount not created after {self.start_timeout:.0f}s; "
+                    f"kube-controller-manager log:\n{self.processes[KCM].log_tail()}"
+                )
+            time.sleep(0.2)
+
+
+def _collection_url(server: str, obj: Mapping[str, Any]) -> str:
+    api_version = obj["apiVersion"]
+    base = f"{server}/api/v1" if api_version == "v1" else f"{server}/apis/{api_version}"
+    plural = {"StorageClass": "storageclasses", "Node": "nodes"}[obj["kind"]]
+    return f"{base}/{plural}"
+
+
+def _http_ok(url: str) -> bool:
+    return requests.get(url, timeout=2).status_code == 200
+
+
+def _https_ok(url: str) -> bool:
+    # Serving certificates of the controller-manager and scheduler are self-signed at start-up;
+    # we probe liveness on loopback only, so skipping verification here is harmless.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+        return requests.get(url, timeout=2, verify=False).status_code == 200

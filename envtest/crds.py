@@ -1,0 +1,136 @@
+"""Install, update and uninstall CustomResourceDefinitions from files or directories.
+
+Works with any authenticated `requests.Session` and server URL: a ControlPlane's admin session,
+or `api.session, api.url` of a pykube HTTPClient for an existing cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from envtest.errors import CRDError
+
+CRD_API = "apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _files(paths: Iterable[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CRDError(f"{path}: no such file or directory")
+    return files
+
+
+def load(paths: Iterable[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """Every CRD document in `paths` (files, or directories read non-recursively), with its file."""
+    found: list[tuple[Path, dict[str, Any]]] = []
+    for path in _files(paths):
+        try:
+            docs = list(yaml.safe_load_all(path.read_text()))
+        except yaml.YAMLError as exc:
+            raise CRDError(f"{path}: not valid YAML: {exc}") from exc
+        for index, doc in enumerate(d for d in docs if d is not None):
+            where = f"{path} (document {index + 1})"
+            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+                raise CRDError(f"{where}: expected kind CustomResourceDefinition, found {kind!r}")
+            if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
+                raise CRDError(
+                    f"{where}: apiVersion must be apiextensions.k8s.io/v1, not {doc.get('apiVersion')!r}"
+                )
+            if not doc.get("metadata", {}).get("name"):
+                raise CRDError(f"{where}: metadata.name is missing")
+            found.append((path, doc))
+    return found
+
+
+def install(
+    session: requests.Session, server: str, paths: Sequence[str | Path], *, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """Create each CRD, or update it in place if it exists; then wait until every one is
+    Established and every served version is listed by discovery (what clients actually need)."""
+    loaded = load(paths)
+    installed = [_apply(session, server, path, crd) for path, crd in loaded]
+    for (path, _), crd in zip(loaded, installed, strict=True):
+        wait_ready(session, server, crd, timeout=timeout, source=path)
+    return installed
+
+
+def uninstall(
+    session: requests.Session, server: str, paths: Sequence[str | Path], *, timeout: float = 30.0
+) -> None:
+    """Delete each CRD (and so every object of it) and wait until it is gone."""
+    names = [crd["metadata"]["name"] for _, crd in load(paths)]
+    for name in names:
+        resp = session.delete(f"{server}/{CRD_API}/{name}", timeout=10)
+        if resp.status_code not in (200, 202, 404):
+            raise CRDError(f"deleting CRD {name}: {resp.status_code} {_message(resp)}")
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while session.get(f"{server}/{CRD_API}/{name}", timeout=10).status_code != 404:
+            if time.monotonic() > deadline:
+                raise CRDError(f"CRD {name} still present {timeout:.0f}s after delete")
+            time.sleep(0.2)
+
+
+def _apply(session: requests.Session, server: str, path: Path, crd: dict[str, Any]) -> dict[str, Any]:
+    name = crd["metadata"]["name"]
+    resp = session.post(f"{server}/{CRD_API}", json=crd, timeout=30)
+    if resp.status_code == 409:
+        current = session.get(f"{server}/{CRD_API}/{name}", timeout=10).json()
+        update = {
+            **crd,
+            "metadata": {**crd["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+        }
+        resp = session.put(f"{server}/{CRD_API}/{name}", json=update, timeout=30)
+    if resp.status_code not in (200, 201):
+        raise CRDError(f"{path}: CRD {name} rejected by the apiserver ({resp.status_code}): {_message(resp)}")
+    return resp.json()
+
+
+def wait_ready(
+    session: requests.Session, server: str, crd: dict[str, Any], *, timeout: float, source: Path | None = None
+) -> None:
+    name = crd["metadata"]["name"]
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    versions = [v["name"] for v in crd["spec"]["versions"] if v.get("served", True)]
+    deadline = time.monotonic() + timeout
+    missing: list[str] = ["Established"]
+    while time.monotonic() < deadline:
+        live = session.get(f"{server}/{CRD_API}/{name}", timeout=10).json()
+        conditions = {c["type"]: c for c in (live.get("status") or {}).get("conditions") or []}
+        missing = []
+        if conditions.get("Established", {}).get("status") != "True":
+            missing.append("Established")
+        for version in versions:
+            if not _discovered(session, f"{server}/apis/{group}/{version}", plural):
+                missing.append(f"discovery of {group}/{version}")
+        if not missing:
+            return
+        time.sleep(0.1)
+    where = f"{source}: " if source else ""
+    raise CRDError(f"{where}CRD {name} not ready after {timeout:.0f}s; waiting for: {', '.join(missing)}")
+
+
+def _discovered(session: requests.Session, url: str, plural: str) -> bool:
+    resp = session.get(url, timeout=10)
+    return resp.status_code == 200 and any(r["name"] == plural for r in resp.json().get("resources", []))
+
+
+def _message(resp: requests.Response) -> str:
+    try:
+        return str(resp.json().get("message", resp.text))
+    except ValueError:
+        return resp.text[:500]

@@ -1,0 +1,35 @@
+"""The exception root of envtest: every error the harness raises on purpose derives from EnvtestError."""
+
+from __future__ import annotations
+
+
+class EnvtestError(Exception):
+    """Base of all envtest errors; catch this to handle any harness failure."""
+
+
+class ConfigError(EnvtestError):
+    """A setting (option, environment variable, file) has a bad value; the message names it."""
+
+
+class BinaryNotFound(EnvtestError):
+    """A control-plane binary could not be resolved or installed; the message lists what was tried."""
+
+
+class InstallError(BinaryNotFound):
+    """Downloading or building a binary failed."""
+
+
+class ProcessError(EnvtestError):
+    """A managed process exited unexpectedly or could not be started."""
+
+
+class StartTimeout(ProcessError):
+    """A managed process did not become ready in time; the message carries its log tail."""
+
+
+class StopError(EnvtestError):
+    """One or more components failed to stop; every failure is listed."""
+
+
+class CRDError(EnvtestError):
+    """A CRD file is invalid or the CRD did not become Established/served; the message names the file."""

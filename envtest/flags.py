@@ -1,0 +1,69 @@
+"""Default command-line flags of each control-plane component, each with its reason.
+
+Paths and ports are filled in by ControlPlane; users override or add flags with
+`ControlPlane(extra_args={"kube-apiserver": {"v": "4"}})` (a value of None removes a flag).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+Flags = dict[str, str | None]
+
+ETCD_FLAGS: Flags = {
+    "name": "envtest",
+    # Throwaway data: durability buys nothing and fsync dominates start-up and write latency.
+    "unsafe-no-fsync": "true",
+    "log-level": "warn",
+    "quota-backend-bytes": str(2 * 1024**3),
+}
+
+APISERVER_FLAGS: Flags = {
+    "advertise-address": "127.0.0.1",  # no default route in sandboxes and offline CI
+    "bind-address": "127.0.0.1",  # never listen beyond this machine
+    # The endpoint reconciler refuses loopback addresses; nothing in a test plane dials the
+    # `kubernetes` Service (kwok runs no containers), so no reconciler is needed.
+    "endpoint-reconciler-type": "none",
+    "authorization-mode": "RBAC",  # so the operator's ClusterRole is really exercised
+    "allow-privileged": "true",
+    "service-cluster-ip-range": "10.96.0.0/16",
+    "profiling": "false",
+    "enable-priority-and-fairness": "false",  # one tenant; APF only adds queueing to tests
+    # Every namespaced request of the tests is small; the default 60 s hides hangs.
+    "request-timeout": "30s",
+    "v": "1",
+}
+
+CONTROLLER_MANAGER_FLAGS: Flags = {
+    "bind-address": "127.0.0.1",
+    "leader-elect": "false",  # one instance; election only delays start-up by a lease period
+    "controllers": "*",  # GC, namespace, serviceaccount, statefulset, job, PV binder and protection, ...
+    "use-service-account-credentials": "false",
+    "allocate-node-cidrs": "false",
+    # Default 5 m: a deleted test namespace would keep its finished pods around for a whole suite.
+    "terminated-pod-gc-threshold": "100",
+    "concurrent-gc-syncs": "10",
+    "v": "1",
+}
+
+SCHEDULER_FLAGS: Flags = {
+    "bind-address": "127.0.0.1",
+    "leader-elect": "false",
+    "v": "1",
+}
+
+DEFAULT_FLAGS: Mapping[str, Flags] = {
+    "etcd": ETCD_FLAGS,
+    "kube-apiserver": APISERVER_FLAGS,
+    "kube-controller-manager": CONTROLLER_MANAGER_FLAGS,
+    "kube-scheduler": SCHEDULER_FLAGS,
+    "kwok": {},
+}
+
+
+def render(*layers: Mapping[str, str | None]) -> list[str]:
+    """`--name=value` arguments; later layers win and a None value removes the flag."""
+    merged: Flags = {}
+    for layer in layers:
+        merged.update(layer)
+    return [f"--{name}={value}" for name, value in merged.items() if value is not None]

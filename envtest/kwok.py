@@ -1,0 +1,99 @@
+"""kwok's part of a control plane: which of kwok's own stages to load, and the fake Node it manages.
+
+The stage definitions are kwok's own YAML files, copied out of its Go module at install time
+(`binaries.kwok_stages_dir`), so what runs here is what kwok ships rather than a look-alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from envtest.errors import ConfigError
+
+JobPods = Literal["complete", "hold"]
+
+# kwok's "fast" profile: no artificial delays, so tests wait on controllers rather than on jitter.
+STAGE_SETS: tuple[str, ...] = ("node/fast", "node/heartbeat-with-lease", "pod/fast", "volume/fast")
+
+# The stage that moves Job-owned pods from Running to Succeeded; left out in "hold" mode so a test
+# can keep a Job running (e.g. a final backup that a finalizer waits for) and decide its outcome itself.
+POD_COMPLETE_STAGE = "pod-complete"
+
+NODE_NAME = "kwok-node-0"
+NODE_ANNOTATION = "kwok.x-k8s.io/node"
+NODE_ANNOTATION_VALUE = "fake"
+
+
+def _documents(path: Path) -> Iterable[dict[str, Any]]:
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return [d for d in docs if isinstance(d, dict)]
+
+
+def load_stage_documents(stages_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(stages, cluster objects) from kwok's stage sets: Stage documents, and everything else
+    those sets ship that must exist in the cluster (the default StorageClass of the volume stages)."""
+    stages: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = []
+    for subdir in STAGE_SETS:
+        folder = stages_dir / subdir
+        if not folder.is_dir():
+            raise ConfigError(
+                f"{folder}: kwok stage set missing; reinstall binaries (`envtest binaries install --force`)"
+            )
+        for path in sorted(folder.glob("*.yaml")):
+            if path.name == "kustomization.yaml":
+                continue
+            for doc in _documents(path):
+                if doc.get("kind") == "Stage":
+                    stages.append(doc)
+                elif doc.get("kind") == "StorageClass":
+                    objects.append(doc)
+    return stages, objects
+
+
+def stage_config(stages_dir: Path, job_pods: JobPods) -> str:
+    """The multi-document YAML given to `kwok --config`."""
+    if job_pods not in ("complete", "hold"):
+        raise ConfigError(f"job_pods must be 'complete' or 'hold', not {job_pods!r}")
+    stages, _ = load_stage_documents(stages_dir)
+    if job_pods == "hold":
+        stages = [s for s in stages if s["metadata"]["name"] != POD_COMPLETE_STAGE]
+    return yaml.safe_dump_all(stages, sort_keys=False)
+
+
+def fake_node(name: str = NODE_NAME) -> dict[str, Any]:
+    """A Node for kwok to manage. No taint: every pod of the tests should land on it."""
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {NODE_ANNOTATION: NODE_ANNOTATION_VALUE, "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+def kwok_args(*, kubeconfig: Path, config: Path) -> list[str]:
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--config={config}",
+        # Only the node we create: never adopt a Node that something else registered.
+        f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}={NODE_ANNOTATION_VALUE}",
+        "--node-ip=127.0.0.1",
+        "--cidr=10.244.0.1/16",
+    ]

@@ -1,0 +1,114 @@
+"""Small generic operations on live objects shared by the plugin's fixtures: server-side apply of
+manifests, and listing/deleting the custom resources of a namespace."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from envtest.errors import ConfigError, EnvtestError
+
+FIELD_MANAGER = "envtest"
+
+
+def load_manifests(paths: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    docs = []
+    for path in paths:
+        files = (
+            sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")) if path.is_dir() else [path]
+        )
+        for file in files:
+            try:
+                docs += [(file, d) for d in yaml.safe_load_all(file.read_text()) if isinstance(d, dict)]
+            except (OSError, yaml.YAMLError) as exc:
+                raise ConfigError(f"{file}: cannot read manifest: {exc}") from exc
+    return docs
+
+
+def resource_url(session: requests.Session, server: str, obj: dict[str, Any]) -> str:
+    """The object's URL, found through discovery (so any kind the server serves works)."""
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    base = f"{server}/api/{api_version}" if "/" not in api_version else f"{server}/apis/{api_version}"
+    resp = session.get(base, timeout=10)
+    resp.raise_for_status()
+    for res in resp.json()["resources"]:
+        if res["kind"] == kind and "/" not in res["name"]:
+            ns = obj["metadata"].get("namespace")
+            scope = f"/namespaces/{ns}" if res["namespaced"] and ns else ""
+            return f"{base}{scope}/{res['name']}/{obj['metadata']['name']}"
+    raise EnvtestError(f"the server does not serve {kind} in {api_version}")
+
+
+def apply(session: requests.Session, server: str, obj: dict[str, Any], *, source: Path | None = None) -> None:
+    """Server-side apply: idempotent and safe when several xdist workers apply the same object."""
+    url = resource_url(session, server, obj)
+    resp = session.patch(
+        url,
+        data=json.dumps(obj),
+        params={"fieldManager": FIELD_MANAGER, "force": "true"},
+        headers={"Content-Type": "application/apply-patch+yaml"},
+        timeout=30,
+    )
+    if resp.status_code not in (200, 201):
+        where = f"{source}: " if source else ""
+        raise EnvtestError(
+            f"{where}applying {obj['kind']}/{obj['metadata']['name']} failed "
+            f"({resp.status_code}): {resp.text[:300]}"
+        )
+
+
+def custom_resource_paths(crds: Iterable[dict[str, Any]]) -> list[str]:
+    """`apis/<group>/<version>/<plural>` for the storage version of each namespaced CRD."""
+    paths = []
+    for crd in crds:
+        spec = crd["spec"]
+        if spec.get("scope") != "Namespaced":
+            continue
+        version = next((v["name"] for v in spec["versions"] if v.get("storage")), spec["versions"][0]["name"])
+        paths.append(f"apis/{spec['group']}/{version}/{spec['names']['plural']}")
+    return paths
+
+
+def delete_custom_resources(
+    session: requests.Session, server: str, namespace: str, paths: list[str], *, wait: float = 0.0
+) -> list[str]:
+    """Delete every custom resource of `paths` in `namespace`; with `wait`, wait that long for them to
+    be gone (finalizers processed). Returns the names still present."""
+    for path in paths:
+        items = _items(session, f"{server}/{path}/namespaces/{namespace}")
+        for item in items:
+            session.delete(f"{server}/{path}/namespaces/{namespace}/{item['metadata']['name']}", timeout=10)
+    deadline = time.monotonic() + wait
+    while True:
+        left = [
+            f"{p.rsplit('/', 1)[1]}/{i['metadata']['name']}"
+            for p in paths
+            for i in _items(session, f"{server}/{p}/namespaces/{namespace}")
+        ]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)
+
+
+def strip_finalizers(session: requests.Session, server: str, namespace: str, paths: list[str]) -> None:
+    """Last resort so a namespace can go away when its operator could not finish (e.g. it crashed)."""
+    for path in paths:
+        for item in _items(session, f"{server}/{path}/namespaces/{namespace}"):
+            if item["metadata"].get("finalizers"):
+                session.patch(
+                    f"{server}/{path}/namespaces/{namespace}/{item['metadata']['name']}",
+                    data=json.dumps({"metadata": {"finalizers": None}}),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                    timeout=10,
+                )
+
+
+def _items(session: requests.Session, url: str) -> list[dict[str, Any]]:
+    resp = session.get(url, timeout=10)
+    return resp.json().get("items", []) if resp.status_code == 200 else []

@@ -1,0 +1,134 @@
+"""Run an operator in-process for a test: start, stop, and surface its crashes.
+
+An operator is anything a factory builds that has `start()`, `stop(timeout)` and `errors` — the
+reference operator's Manager does. A blocking `run(stop_event)` function fits through
+`ThreadOperator`. Reconcile errors are the operator's business (it retries); an exception that
+escapes the operator's own threads lands in `errors` and fails the test that owns it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from envtest.errors import EnvtestError
+
+
+class OperatorLike(Protocol):
+    errors: list[BaseException]
+
+    def start(self) -> None: ...
+    def stop(self, timeout: float = 10.0) -> None: ...
+
+
+ApiFactory = Callable[[], Any]
+OperatorFactory = Callable[..., OperatorLike]
+"""Called as `factory(api_factory, namespace=…)`; returns an unstarted operator."""
+
+
+class OperatorFailed(EnvtestError):
+    """The operator under test crashed (an exception escaped its threads)."""
+
+
+class ThreadOperator:
+    """Adapts a blocking `run(stop: threading.Event)` function to the operator contract."""
+
+    def __init__(self, run: Callable[[threading.Event], None], name: str = "operator") -> None:
+        self._run, self._name = run, name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+
+    def _target(self) -> None:
+        try:
+            self._run(self._stop)
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._target, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise OperatorFailed(f"{self._name} did not stop within {timeout:.0f}s")
+
+
+class OperatorRunner:
+    """One operator instance for one test; `stop()` is idempotent and always detaches its log."""
+
+    def __init__(
+        self,
+        factory: OperatorFactory,
+        api_factory: ApiFactory,
+        *,
+        namespace: str | None,
+        log_path: Path | None = None,
+        loggers: Sequence[str] = ("",),
+    ) -> None:
+        self.factory, self.api_factory, self.namespace = factory, api_factory, namespace
+        self.log_path = log_path
+        self._loggers = loggers
+        self._handler: logging.Handler | None = None
+        self._saved_levels: dict[str, int] = {}
+        self.operator: OperatorLike | None = None
+
+    def start(self) -> OperatorLike:
+        self._attach_log()
+        self.operator = self.factory(self.api_factory, namespace=self.namespace)
+        try:
+            self.operator.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self.operator
+
+    def stop(self, timeout: float = 15.0) -> None:
+        try:
+            if self.operator is not None:
+                self.operator.stop(timeout)
+        finally:
+            self._detach_log()
+
+    @property
+    def errors(self) -> list[BaseException]:
+        return list(self.operator.errors) if self.operator is not None else []
+
+    def check(self) -> None:
+        """Raise OperatorFailed if the operator crashed (the plugin calls this at teardown)."""
+        if self.errors:
+            first = self.errors[0]
+            raise OperatorFailed(f"operator crashed: {type(first).__name__}: {first}") from first
+
+    def _attach_log(self) -> None:
+        if self.log_path is None or self._handler is not None:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(self.log_path)
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+        )
+        handler.setLevel(logging.DEBUG)
+        for name in self._loggers:
+            logger = logging.getLogger(name)
+            self._saved_levels[name] = logger.level
+            if logger.getEffectiveLevel() > logging.DEBUG:
+                logger.setLevel(logging.DEBUG)
+            logger.addHandler(handler)
+        self._handler = handler
+
+    def _detach_log(self) -> None:
+        if self._handler is None:
+            return
+        for name in self._loggers:
+            logger = logging.getLogger(name)
+            logger.removeHandler(self._handler)
+            logger.setLevel(self._saved_levels.get(name, logging.NOTSET))
+        self._handler.close()
+        self._handler = None

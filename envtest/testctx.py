@@ -1,0 +1,173 @@
+"""Per-test bookkeeping behind the fixtures: the test's namespaces, its operator, its artifacts,
+and the order of teardown (artifacts → custom resources deleted with the operator still running →
+operator stopped → namespace deleted without waiting)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envtest import artifacts, objects
+from envtest.errors import EnvtestError
+
+if TYPE_CHECKING:
+    from envtest.clusters import Cluster
+    from envtest.runner import OperatorRunner
+    from envtest.session import ClusterSession
+
+OPERATOR_SERVICE_ACCOUNT = "envtest-operator"
+TEARDOWN_WAIT = 60.0
+"""Seconds teardown waits for the operator to process the finalizers of the test's resources."""
+
+
+class EnvtestWarning(UserWarning):
+    """Something a test left behind that the harness had to force (e.g. a stuck finalizer)."""
+
+
+class TestContext:
+    __test__ = False  # not a test class, whatever pytest's collection rules think of the name
+
+    def __init__(self, session: ClusterSession, nodeid: str) -> None:
+        self.session = session
+        self.nodeid = nodeid
+        self.namespaces: list[str] = []
+        self.operator_logs: list[Path] = []
+        self.extra_log_paths: dict[str, Path] = {}
+        self.private: Cluster | None = None
+        self.artifacts: Path | None = None
+        self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
+
+    # -- namespaces -----------------------------------------------------------------------------------
+
+    def create_namespace(self, cluster: Cluster) -> str:
+        began = time.monotonic()
+        test = self.nodeid.rsplit("::", 1)[-1]
+        slug = re.sub(r"[^a-z0-9]+", "-", test.lower()).strip("-")[:40].strip("-") or "test"
+        name = f"{slug}-{secrets.token_hex(3)}"
+        body = {"metadata": {"name": name, "labels": {"envtest.io/run": self.session.run_id}}}
+        resp = cluster.session.post(f"{cluster.server}/api/v1/namespaces", json=body, timeout=10)
+        if resp.status_code != 201:
+            raise EnvtestError(f"creating namespace {name}: {resp.status_code} {resp.text[:300]}")
+        self.namespaces.append(name)
+        self._clusters[name] = cluster
+        if cluster.has_controllers:
+            self._wait_default_service_account(cluster, name)
+        _timing("namespace_create", began)
+        return name
+
+    def _wait_default_service_account(self, cluster: Cluster, name: str, timeout: float = 30.0) -> None:
+        # Pods are rejected until the serviceaccount controller has made `default`.
+        url = f"{cluster.server}/api/v1/namespaces/{name}/serviceaccounts/default"
+        deadline = time.monotonic() + timeout
+        while cluster.session.get(url, timeout=10).status_code != 200:
+            if time.monotonic() > deadline:
+                raise EnvtestError(f"namespace {name}: default ServiceAccount missing after {timeout:.0f}s")
+            time.sleep(0.05)
+
+    def release_namespace(self, cluster: Cluster, name: str) -> None:
+        began = time.monotonic()
+        # Whatever the operator fixture did not delete: nobody processes finalizers any more.
+        objects.delete_custom_resources(cluster.session, cluster.server, name, self.session.cr_paths)
+        objects.strip_finalizers(cluster.session, cluster.server, name, self.session.cr_paths)
+        # Background: the next test must not wait for this namespace to finalize.
+        cluster.session.delete(
+            f"{cluster.server}/api/v1/namespaces/{name}", json={"propagationPolicy": "Background"}, timeout=10
+        )
+        _timing("namespace_delete", began)
+
+    # -- the operator ---------------------------------------------------------------------------------
+
+    def start_operator(
+        self, cluster: Cluster, namespace: str, factory: Any, name: str = "operator"
+    ) -> OperatorRunner:
+        from envtest.runner import OperatorRunner
+
+        began = time.monotonic()
+        kubeconfig = self.operator_kubeconfig(cluster, namespace)
+        log_path = self._log_dir() / f"{name}-{len(self.operator_logs)}.log"
+        self.operator_logs.append(log_path)
+        runner = OperatorRunner(
+            factory,
+            lambda: cluster.new_pykube_from(kubeconfig),
+            namespace=namespace,
+            log_path=log_path,
+            loggers=self.session.settings.operator_loggers,
+        )
+        runner.start()
+        _timing("operator_start", began)
+        return runner
+
+    def operator_kubeconfig(self, cluster: Cluster, namespace: str) -> Path:
+        """ServiceAccount `envtest-operator` in `namespace`, bound only to the operator's ClusterRole."""
+        role = self.session.operator_clusterrole()
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace}
+            ],
+        }
+        objects.apply(cluster.session, cluster.server, binding)
+        return cluster.identity_kubeconfig(
+            namespace, OPERATOR_SERVICE_ACCOUNT, self._log_dir() / f"{namespace}.kubeconfig"
+        )
+
+    def stop_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:
+        began = time.monotonic()
+        try:
+            if runner.namespace and not runner.errors:
+                left = objects.delete_custom_resources(
+                    cluster.session,
+                    cluster.server,
+                    runner.namespace,
+                    self.session.cr_paths,
+                    wait=TEARDOWN_WAIT,
+                )
+                if left:
+                    warnings.warn(
+                        EnvtestWarning(
+                            f"{self.nodeid}: still present {TEARDOWN_WAIT:.0f}s after delete with the "
+                            f"operator running: {', '.join(left)}; finalizers will be stripped"
+                        ),
+                        stacklevel=1,
+                    )
+        finally:
+            runner.stop()
+            _timing("operator_teardown", began)
+        runner.check()
+
+    # -- artifacts ------------------------------------------------------------------------------------
+
+    def collect_artifacts(self) -> Path | None:
+        if self.artifacts is not None or not self.namespaces:
+            return self.artifacts
+        cluster = self._clusters[self.namespaces[0]]
+        logs = {**cluster.log_paths, **self.extra_log_paths}
+        logs.update({p.stem: p for p in self.operator_logs if p.exists()})
+        dest = self.session.settings.artifacts_dir / artifacts.sanitize(self.nodeid)
+        self.artifacts = artifacts.collect(
+            dest, session=cluster.session, server=cluster.server, namespaces=self.namespaces, logs=logs
+        )
+        return self.artifacts
+
+    def _log_dir(self) -> Path:
+        base = self.session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        path = base / "envtest-tests" / re.sub(r"[^A-Za-z0-9_.-]+", "-", self.nodeid)[-120:]
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def _timing(what: str, began: float) -> None:
+    """Per-test overhead, appended as JSON lines to $ENVTEST_TIMINGS (benchmarks read it)."""
+    target = os.environ.get("ENVTEST_TIMINGS")
+    if target:
+        with open(target, "a") as fh:
+            fh.write(json.dumps({"what": what, "seconds": round(time.monotonic() - began, 4)}) + "\n")

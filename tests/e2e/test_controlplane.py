@@ -1,0 +1,213 @@
+"""The local control plane behaves like a cluster: clients, GC, namespaces, workloads on kwok."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pykube
+import pytest
+from kubernetes import client as k8s_client
+
+from envtest import assert_matches, eventually
+
+
+def test_configmap_round_trip_with_pykube(kube: pykube.HTTPClient, namespace: str) -> None:
+    pykube.ConfigMap(
+        kube, {"metadata": {"name": "via-pykube", "namespace": namespace}, "data": {"k": "v"}}
+    ).create()
+    live = pykube.ConfigMap.objects(kube, namespace=namespace).get(name="via-pykube")
+    assert_matches(live, {"metadata": {"name": "via-pykube", "uid": str}, "data": {"k": "v"}})
+
+
+def test_configmap_round_trip_with_kubernetes_client(k8s: Any, namespace: str) -> None:
+    core = k8s_client.CoreV1Api(k8s)
+    core.create_namespaced_config_map(
+        namespace,
+        k8s_client.V1ConfigMap(metadata=k8s_client.V1ObjectMeta(name="via-kubernetes"), data={"k": "v"}),
+    )
+    live = core.read_namespaced_config_map("via-kubernetes", namespace)
+    assert_matches(live, {"metadata": {"name": "via-kubernetes"}, "data": {"k": "v"}})
+
+
+def test_orphan_is_garbage_collected(api: Any, namespace: str) -> None:
+    owner = api.create(f"api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "owner"}})
+    api.create(
+        f"api/v1/namespaces/{namespace}/configmaps",
+        {
+            "metadata": {
+                "name": "dependent",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "owner",
+                        "uid": owner["metadata"]["uid"],
+                    }
+                ],
+            }
+        },
+    )
+    assert api.delete(f"api/v1/namespaces/{namespace}/configmaps/owner") == 200
+
+    def dependent_gone() -> None:
+        assert api.get(f"api/v1/namespaces/{namespace}/configmaps/dependent") is None, "dependent still there"
+
+    eventually(dependent_gone, timeout=30)
+
+
+def test_namespace_deletion_completes(api: Any) -> None:
+    api.create("api/v1/namespaces", {"metadata": {"name": "doomed-ns", "labels": {"test": "deletion"}}})
+    api.create("api/v1/namespaces/doomed-ns/configmaps", {"metadata": {"name": "content"}})
+    api.delete("api/v1/namespaces/doomed-ns")
+
+    def gone() -> None:
+        ns = api.get("api/v1/namespaces/doomed-ns")
+        assert ns is None, f"namespace still {ns['status'].get('phase')}"
+
+    eventually(gone, timeout=60)
+
+
+def _statefulset(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 2,
+            "serviceName": name,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                }
+            ],
+        },
+    }
+
+
+def test_statefulset_with_volume_claims_becomes_ready(api: Any, namespace: str) -> None:
+    api.create(f"apis/apps/v1/namespaces/{namespace}/statefulsets", _statefulset("db"))
+
+    def ready() -> None:
+        sts = api.get(f"apis/apps/v1/namespaces/{namespace}/statefulsets/db")
+        assert_matches(sts, {"status": {"readyReplicas": 2}})
+
+    eventually(ready, timeout=60)
+    claims = api.items(f"api/v1/namespaces/{namespace}/persistentvolumeclaims")
+    assert sorted(c["metadata"]["name"] for c in claims) == ["data-db-0", "data-db-1"]
+    assert {c["status"]["phase"] for c in claims} == {"Bound"}
+
+
+def test_deployment_pods_become_ready(api: Any, namespace: str) -> None:
+    labels = {"app": "web"}
+    api.create(
+        f"apis/apps/v1/namespaces/{namespace}/deployments",
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
+                },
+            },
+        },
+    )
+
+    def ready() -> None:
+        dep = api.get(f"apis/apps/v1/namespaces/{namespace}/deployments/web")
+        assert_matches(dep, {"status": {"readyReplicas": 3, "availableReplicas": 3}})
+
+    eventually(ready, timeout=60)
+    pods = api.items(f"api/v1/namespaces/{namespace}/pods", selector="app=web")
+    assert len(pods) == 3
+    assert all(p["spec"]["nodeName"] == "kwok-node-0" for p in pods)
+
+
+@pytest.mark.envtest_private(job_pods="complete")
+def test_second_plane_runs_beside_the_shared_one_and_completes_jobs(
+    private_cluster: Any, cluster: Any, make_api: Any
+) -> None:
+    """Two planes at once, independent; on this one kwok completes Job pods by itself."""
+    assert private_cluster.server != cluster.server
+    own = make_api(private_cluster)
+    own.create("api/v1/namespaces", {"metadata": {"name": "jobs"}})
+    eventually(lambda: _assert_exists(own, "api/v1/namespaces/jobs/serviceaccounts/default"), timeout=30)
+    own.create(
+        "apis/batch/v1/namespaces/jobs/jobs",
+        {
+            "metadata": {"name": "once"},
+            "spec": {
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}
+                }
+            },
+        },
+    )
+
+    def complete() -> None:
+        job = own.get("apis/batch/v1/namespaces/jobs/jobs/once")
+        assert_matches(job, {"status": {"succeeded": 1}})
+
+    eventually(complete, timeout=60)
+    # The shared plane never saw any of it.
+    assert make_api(cluster).get("api/v1/namespaces/jobs") is None
+
+
+def _assert_exists(api: Any, path: str) -> None:
+    assert api.get(path) is not None, f"{path} missing"
+
+
+def _pids_of(pattern: str) -> set[int]:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def test_cli_up_and_down_leave_no_process(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    # Binaries come from the real cache; only cluster state goes to the temporary XDG dir.
+    from envtest import binaries
+
+    env["KUBEBUILDER_ASSETS"] = str(binaries.cache_dir())
+    env["ENVTEST_KWOK_STAGES"] = str(binaries.kwok_stages_dir())
+    envtest = [sys.executable, "-m", "envtest.cli"]
+    up = subprocess.run(
+        [*envtest, "up", "--name", "cli-test", "--components", "minimal"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.startswith("export KUBECONFIG=")
+    kubeconfig = up.stdout.strip().split("=", 1)[1].strip("'")
+    state_dir = tmp_path / "cache" / "envtest" / "clusters" / "cli-test"
+    assert Path(kubeconfig).is_relative_to(state_dir)
+    plane_pids = _pids_of(str(state_dir))
+    assert plane_pids, "no process runs from the plane's state dir"
+
+    api = pykube.HTTPClient(pykube.KubeConfig.from_file(kubeconfig))
+    assert pykube.Namespace.objects(api).get(name="default").exists()
+    env_out = subprocess.run([*envtest, "env", "--name", "cli-test"], env=env, capture_output=True, text=True)
+    assert env_out.stdout.strip() == up.stdout.strip()
+
+    down = subprocess.run(
+        [*envtest, "down", "--name", "cli-test"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert down.returncode == 0, down.stderr
+    eventually(lambda: _assert_none_left(state_dir), timeout=30)
+    assert not state_dir.exists()
+
+
+def _assert_none_left(state_dir: Path) -> None:
+    left = _pids_of(str(state_dir))
+    assert not left, f"processes still running from {state_dir}: {left}"
