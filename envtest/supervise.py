@@ -12,9 +12,23 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 
 from envtest.controlplane import ControlPlane
 from envtest.detached import STATE_FILE, PlaneState, pid_alive
+
+
+class _Stop(BaseException):
+    """Raised in the main thread by a signal while the plane is still starting (or building
+    binaries): start() undoes itself on any BaseException, so nothing is left half-started."""
+
+
+def _watch_owner(owner_pid: int) -> None:
+    # A hard-killed pytest cannot stop us; notice it and stop ourselves, even mid start-up.
+    while pid_alive(owner_pid):
+        time.sleep(1.0)
+    print(f"owner {owner_pid} is gone; stopping", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,8 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     stop = threading.Event()
+    started = False
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+        if not started:
+            raise _Stop(signum)
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
+    if args.owner_pid:
+        threading.Thread(target=_watch_owner, args=(args.owner_pid,), daemon=True).start()
 
     plane = ControlPlane(
         args.components,
@@ -40,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         workdir=args.state_dir / "plane",
         progress=lambda m: print(m, flush=True),
     )
-    plane.start()
+    try:
+        plane.start()
+    except _Stop:
+        print("stopped during start-up", flush=True)
+        return 0
+    started = True
     try:
         PlaneState(
             name=args.name,
@@ -53,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             logs={k: str(v) for k, v in plane.log_paths.items()},
             started_at=time.time(),
         ).write(args.state_dir)
-        while not stop.wait(1.0):
-            if args.owner_pid and not pid_alive(args.owner_pid):
-                print(f"owner {args.owner_pid} is gone; stopping", flush=True)
-                break
+        stop.wait()
     finally:
         (args.state_dir / STATE_FILE).unlink(missing_ok=True)
         plane.stop()

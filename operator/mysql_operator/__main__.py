@@ -1,0 +1,155 @@
+"""`python -m mysql_operator run [options]`: the operator as a process.
+
+Exit codes: 0 after a signal-driven stop, 1 when a runtime thread crashed or start failed,
+2 for bad input (options, kubeconfig) - reported as one line naming the file or option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import pykube
+import yaml
+
+from . import logs
+from .app import build_manager
+from .runtime.manager import ManagerError
+
+log = logging.getLogger("mysql_operator")
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line or its files; the message names what is wrong."""
+
+
+def load_config(kubeconfig: str | None, context: str | None) -> pykube.KubeConfig:
+    """--kubeconfig, else the in-cluster ServiceAccount, else $KUBECONFIG or ~/.kube/config."""
+    if kubeconfig:
+        path = Path(kubeconfig).expanduser()
+        if not path.is_file():
+            raise UsageError(f"kubeconfig {kubeconfig}: no such file")
+        try:
+            config = pykube.KubeConfig.from_file(str(path))
+        except (OSError, yaml.YAMLError, pykube.exceptions.PyKubeError) as exc:
+            raise UsageError(f"kubeconfig {path}: cannot read it: {_one_line(exc)}") from exc
+        source = str(path)
+    else:
+        try:
+            config = pykube.KubeConfig.from_env()
+        except (OSError, KeyError, yaml.YAMLError, pykube.exceptions.PyKubeError) as exc:
+            raise UsageError(
+                f"no kubeconfig: not in a cluster, and {_one_line(exc)}; pass --kubeconfig or set KUBECONFIG"
+            ) from exc
+        source = str(config.filepath or "in-cluster service account")
+    try:
+        if context:
+            if context not in config.contexts:
+                known = ", ".join(sorted(config.contexts)) or "none"
+                raise UsageError(f"kubeconfig {source}: no context {context!r} (contexts: {known})")
+            config.set_current_context(context)
+        # Resolve the context now, so a broken file fails here and not in a worker thread.
+        _ = config.cluster["server"], config.user
+    except UsageError:
+        raise
+    except KeyError as exc:
+        raise UsageError(f"kubeconfig {source}: invalid: missing {exc}") from exc
+    except Exception as exc:  # pykube raises TypeError/PyKubeError/... on malformed files
+        raise UsageError(f"kubeconfig {source}: invalid: {_one_line(exc)}") from exc
+    return config
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m mysql_operator", description="MySQLCluster operator")
+    sub = top.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the operator until SIGINT/SIGTERM")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    run.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    run.add_argument("--namespace", help="watch only this namespace (default: all)")
+    run.add_argument("--workers", type=int, default=2, help="concurrent reconciles (default 2)")
+    run.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
+    run.add_argument("--leader-election-namespace", default="default", help="namespace of the Lease")
+    run.add_argument("--metrics-port", type=int, default=8080, help="/metrics port; 0 = any free port")
+    run.add_argument("--health-port", type=int, default=8081, help="/healthz and /readyz port")
+    run.add_argument("--bind-address", default="127.0.0.1", help="0.0.0.0 in a pod, for kubelet probes")
+    run.add_argument("--shutdown-timeout", type=float, default=10.0, help="seconds to finish on stop")
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument("--log-format", default="kv", choices=["kv", "json"])
+    return top
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise UsageError(f"--workers: must be at least 1, got {args.workers}")
+    config = load_config(args.kubeconfig, args.context)
+    logs.configure(args.log_level, args.log_format)
+    try:
+        manager = build_manager(
+            lambda: pykube.HTTPClient(config),
+            namespace=args.namespace,
+            workers=args.workers,
+            leader_elect=args.leader_elect,
+            leader_election_namespace=args.leader_election_namespace,
+            metrics_port=args.metrics_port,
+            health_port=args.health_port,
+            bind_address=args.bind_address,
+        )
+    except ValueError as exc:  # ManagerOptions validates ports
+        raise UsageError(str(exc)) from exc
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("stopping", extra={"signal": signal.Signals(signum).name})
+        stopping.set()
+        # A second signal kills at once; stop() runs off the main thread so start() can abort.
+        signal.signal(signum, signal.SIG_DFL)
+        threading.Thread(target=manager.stop, args=(args.shutdown_timeout,), daemon=True).start()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        manager.start()
+    except ManagerError as exc:
+        if not stopping.is_set():
+            log.error("start failed", extra={"error": str(exc), "cause": repr(exc.__cause__)})
+            manager.stop(args.shutdown_timeout)
+            return 1
+    log.info(
+        "running",
+        extra={
+            "identity": manager.identity,
+            "metrics": manager.metrics_address,
+            "health": manager.health_address,
+        },
+    )
+    while not manager.wait(1.0):
+        pass
+    if manager.errors:
+        log.error("stopped after a crash", extra={"errors": [repr(e) for e in manager.errors]})
+        return 1
+    log.info("stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except UsageError as exc:
+        print(f"mysql-operator: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The few API calls the reconciler makes, on plain dicts, each one HTTP request.
+
+Every call is a fresh read or a single write: no caching, no retries. Errors are raised as
+`pykube.exceptions.HTTPError` with `.code`, `.reason` (the Status reason: "AlreadyExists",
+"Conflict", "Invalid", ...) and `.response`, so the runtime's backoff sees a 409 as a 409.
+Tests substitute an in-memory object with the same methods (the `ApiClient` protocol).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+import pykube
+from pykube.exceptions import HTTPError
+
+from .kinds import Kind
+from .runtime.client import raise_for_status
+
+Obj = dict[str, Any]
+
+NOT_FOUND = 404
+CONFLICT = 409
+INVALID = 422
+
+_MERGE = "application/merge-patch+json"
+_JSON_PATCH = "application/json-patch+json"
+
+
+class ApiClient(Protocol):
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None: ...
+
+    def create(self, kind: Kind, obj: Obj) -> Obj: ...
+
+    def patch_merge(
+        self, kind: Kind, namespace: str | None, name: str, patch: Obj, *, subresource: str | None = None
+    ) -> Obj: ...
+
+    def patch_json(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        ops: list[Obj],
+        *,
+        subresource: str | None = None,
+    ) -> Obj: ...
+
+    def delete(
+        self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
+    ) -> bool: ...
+
+
+def error_code(exc: BaseException) -> int | None:
+    return int(exc.code) if isinstance(exc, HTTPError) and exc.code is not None else None
+
+
+class KubeClient:
+    """`ApiClient` over a pykube `HTTPClient` (which may be the manager's instrumented one)."""
+
+    def __init__(self, api: pykube.HTTPClient) -> None:
+        self.api = api
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        """The live object, or None when it does not exist."""
+        response = self.api.get(**self._where(kind, namespace, name))
+        if response.status_code == NOT_FOUND:
+            return None
+        raise_for_status(response)
+        return response.json()
+
+    def create(self, kind: Kind, obj: Obj) -> Obj:
+        namespace = obj["metadata"].get("namespace")
+        response = self.api.post(**self._where(kind, namespace, None), data=json.dumps(obj))
+        raise_for_status(response)
+        return response.json()
+
+    def patch_merge(
+        self, kind: Kind, namespace: str | None, name: str, patch: Obj, *, subresource: str | None = None
+    ) -> Obj:
+        """RFC 7386 merge patch; lists are replaced whole, `None` deletes a key.
+
+        Put `metadata.resourceVersion` in the patch to make it conditional (409 when stale).
+        """
+        return self._patch(kind, namespace, name, patch, _MERGE, subresource)
+
+    def patch_json(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        ops: list[Obj],
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        """RFC 6902 JSON patch, for edits a merge patch cannot express (a `test` op, one list item)."""
+        return self._patch(kind, namespace, name, ops, _JSON_PATCH, subresource)
+
+    def delete(
+        self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
+    ) -> bool:
+        """Delete; False when it was already gone."""
+        body = {"propagationPolicy": propagation_policy} if propagation_policy else {}
+        response = self.api.delete(
+            **self._where(kind, namespace, name),
+            data=json.dumps(body),
+            headers={"Content-Type": "application/json"},
+        )
+        if response.status_code == NOT_FOUND:
+            return False
+        raise_for_status(response)
+        return True
+
+    def _patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        content_type: str,
+        subresource: str | None,
+    ) -> Obj:
+        response = self.api.patch(
+            **self._where(kind, namespace, name, subresource),
+            data=json.dumps(body),
+            headers={"Content-Type": content_type},
+        )
+        raise_for_status(response)
+        return response.json()
+
+    @staticmethod
+    def _where(kind: Kind, namespace: str | None, name: str | None, subresource: str | None = None) -> Obj:
+        url = "/".join(part for part in (kind.endpoint, name, subresource) if part)
+        kwargs: Obj = {"version": kind.version, "url": url}
+        if namespace:
+            kwargs["namespace"] = namespace
+        return kwargs

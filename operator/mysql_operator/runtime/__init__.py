@@ -1,0 +1,36 @@
+"""A compact controller runtime on pykube-ng: informers, work queues, controllers, a manager.
+
+The names below are the public surface; the modules behind them are internals.
+"""
+
+from .client import is_conflict, retry_after, status_code
+from .clock import Clock, FakeClock, SystemClock
+from .controller import Controller
+from .informer import Informer
+from .leader import LeaderElector, Lease
+from .manager import WRITE_VERBS, Manager, ManagerError, ManagerOptions
+from .types import Key, Reconciler, Result, make_key, split_key
+from .workqueue import WorkQueue
+
+__all__ = [
+    "WRITE_VERBS",
+    "Clock",
+    "Controller",
+    "FakeClock",
+    "Informer",
+    "Key",
+    "LeaderElector",
+    "Lease",
+    "Manager",
+    "ManagerError",
+    "ManagerOptions",
+    "Reconciler",
+    "Result",
+    "SystemClock",
+    "WorkQueue",
+    "is_conflict",
+    "make_key",
+    "retry_after",
+    "split_key",
+    "status_code",
+]

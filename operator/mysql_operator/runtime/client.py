@@ -1,0 +1,130 @@
+"""HTTP plumbing around pykube: error classification, Retry-After, request counting.
+
+pykube-ng's `HTTPClient.raise_for_status` raises `pykube.exceptions.HTTPError(code, message)` and drops
+the response, so a 429's Retry-After is lost; it also raises KeyError when a reply has no
+content-type (as a proxy's plain-text 503 may). `instrument` replaces it on the client instance with
+`raise_for_status` below, whose HTTPError additionally carries `.response`, `.reason` (the Status
+reason, e.g. "Conflict", "AlreadyExists") and `.retry_after` (seconds or None).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pykube
+import requests
+from pykube.exceptions import HTTPError
+
+CONFLICT = 409
+"""Conflict (stale resourceVersion) and AlreadyExists both arrive as 409."""
+GONE = 410
+TOO_MANY_REQUESTS = 429
+
+_WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status an exception stands for: pykube's HTTPError or requests' HTTPError."""
+    if isinstance(exc, HTTPError):
+        return int(exc.code) if exc.code is not None else None
+    response = getattr(exc, "response", None)
+    if isinstance(exc, requests.HTTPError) and response is not None:
+        return int(response.status_code)
+    return None
+
+
+def is_conflict(exc: BaseException) -> bool:
+    return status_code(exc) == CONFLICT
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (Retry-After), if the exception still knows them."""
+    value = getattr(exc, "retry_after", None)
+    if value is not None:
+        return float(value)
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    return parse_retry_after(headers.get("Retry-After") if headers is not None else None)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:  # the HTTP-date form
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(when - (time.time() if now is None else now), 0.0)
+
+
+def raise_for_status(response: requests.Response) -> None:
+    """Raise pykube's HTTPError for a non-2xx reply, keeping the response, reason and Retry-After."""
+    if response.status_code < 400:
+        return
+    message, reason = response.reason or "", None
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and payload.get("kind") == "Status":
+        message = payload.get("message") or message
+        reason = payload.get("reason")
+    exc = HTTPError(response.status_code, message)
+    exc.response = response  # type: ignore[attr-defined]
+    exc.reason = reason  # type: ignore[attr-defined]
+    exc.retry_after = parse_retry_after(response.headers.get("Retry-After"))  # type: ignore[attr-defined]
+    raise exc
+
+
+def request_labels(method: str, url: str) -> tuple[str, str]:
+    """(verb, resource) of a request, as Kubernetes audit logs name them.
+
+    resource includes the subresource ("mysqlclusters/status"); non-resource paths (/version,
+    discovery) give resource "".
+    """
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    query = parse_qs(parts.query)
+    watch = query.get("watch", [""])[0] in ("true", "1")
+    if segments[:1] == ["api"]:
+        rest = segments[2:]
+    elif segments[:1] == ["apis"]:
+        rest = segments[3:]
+    else:
+        rest = []
+    if rest[:1] == ["watch"]:  # the legacy /watch/ path prefix
+        rest, watch = rest[1:], True
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest:
+        return method.lower(), ""
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    named = len(rest) > 1
+    method = method.upper()
+    if method == "GET":
+        verb = "watch" if watch else ("get" if named else "list")
+    elif method == "DELETE":
+        verb = "delete" if named else "deletecollection"
+    else:
+        verb = _WRITE_VERBS.get(method, method.lower())
+    return verb, resource
+
+
+def instrument(client: pykube.HTTPClient, count: Callable[[str, str, str], Any]) -> pykube.HTTPClient:
+    """Count every request of `client` with `count(verb, resource, code)` and keep error details."""
+
+    def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        request = response.request
+        verb, resource = request_labels(request.method or "GET", request.url or "")
+        count(verb, resource, str(response.status_code))
+
+    client.session.hooks["response"].append(hook)
+    client.raise_for_status = raise_for_status  # type: ignore[method-assign]
+    return client

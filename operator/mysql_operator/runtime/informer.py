@@ -1,0 +1,358 @@
+"""Informer: a local cache of one kind, kept current by list + watch, with event handlers.
+
+Protocol with the apiserver (what client-go's reflector does, minus the watch cache tricks):
+list (paged, quorum read) → watch from the list's resourceVersion with `allowWatchBookmarks=true`
+and a server-side `timeoutSeconds`, each event and bookmark advancing the resourceVersion we resume
+from. An expired resourceVersion arrives as HTTP 200 and then a watch event of type ERROR whose
+object is a Status with code 410 (pykube-ng's `watch()` hides it in the resource class, hence the
+hand-rolled GET here): we relist and deliver synthetic DELETED events for objects that vanished
+meanwhile and MODIFIED for changed ones. A dropped or timed-out connection resumes from the last
+resourceVersion, so no event is lost.
+
+Bounded blocking: a read never waits longer than `watch_timeout + 10` s, and `stop()` shuts down the
+socket under a blocked read from the stopping thread so the reader returns at once. Each informer
+has its own HTTPClient (from `api_factory`): a session shared by many long-lived watches exhausts
+urllib3's connection pool.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pykube
+import requests
+import urllib3.exceptions
+from pykube.exceptions import HTTPError
+from pykube.objects import NamespacedAPIObject
+
+from .client import GONE, raise_for_status
+from .types import Key, make_key
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str, dict[str, Any]], None]
+"""Called with ("ADDED" | "MODIFIED" | "DELETED", object) on the informer's thread; keep it quick."""
+
+# Failures after which we reconnect (with backoff) instead of crashing the manager.
+_RETRYABLE = (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError, HTTPError)
+
+
+class WatchExpired(Exception):
+    """The resourceVersion we hold is older than the apiserver keeps: relist."""
+
+
+class HandlerError(Exception):
+    """An event handler raised: a bug to surface (the manager stops), not a connection problem."""
+
+
+class _Stopped(Exception):
+    pass
+
+
+def object_key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return make_key(meta.get("namespace"), meta["name"])
+
+
+def resource_version(obj: dict[str, Any]) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+class Informer:
+    def __init__(
+        self,
+        kind: type[pykube.objects.APIObject],
+        api_factory: Callable[[], pykube.HTTPClient],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        watch_timeout: float = 45.0,
+        connect_timeout: float = 5.0,
+        page_size: int = 500,
+        backoff_base: float = 0.2,
+        backoff_max: float = 30.0,
+        on_crash: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.namespace = namespace if issubclass(kind, NamespacedAPIObject) else None
+        """Namespace to list and watch; None = all namespaces (always None for cluster-scoped kinds)."""
+        self.label_selector = label_selector
+        self.watch_timeout = watch_timeout
+        """Server-side timeoutSeconds of one watch; the client read timeout is this + 10 s."""
+        self.connect_timeout = connect_timeout
+        self.page_size = page_size
+        self.backoff_base = backoff_base
+        """Seconds before the first reconnect after a failure; doubles per consecutive failure."""
+        self.backoff_max = backoff_max
+        self.handlers: list[Handler] = []
+        self._api_factory = api_factory
+        self._on_crash = on_crash
+        self._lock = threading.Lock()  # guards the fields below, not the handlers' work
+        self._store: dict[Key, dict[str, Any]] = {}  # key -> latest object; replaced whole by a relist
+        self._rv: str | None = None  # where a watch resumes: last list, event or bookmark
+        self._api: pykube.HTTPClient | None = None  # owned by this informer; replaced after a failure
+        self._response: requests.Response | None = None  # the reply being read; stop() aborts it
+        self._synced = threading.Event()  # set once the first list's events were delivered
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.relists = 0
+        """Lists done so far (1 after the initial sync); a count tests and debugging can read."""
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def add_handler(self, handler: Handler) -> None:
+        """Register before start(): handlers added later miss the initial ADDED events."""
+        self.handlers.append(handler)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError(f"informer for {self.kind.kind} already started")
+        self._thread = threading.Thread(target=self._main, name=f"informer-{self.kind.kind}", daemon=True)
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Tell the informer to stop and unblock its read, without waiting for the thread."""
+        self._stop.set()
+        with self._lock:
+            response = self._response
+        if response is not None:
+            _abort(response)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.request_stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("informer for %s did not stop within %.1fs", self.kind.kind, timeout)
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        with self._lock:
+            return self._store.get(key)
+
+    def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._store.values())
+
+    @property
+    def resource_version(self) -> str | None:
+        with self._lock:
+            return self._rv
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            self._run()
+        except _Stopped:
+            pass
+        except BaseException as exc:
+            if self._stop.is_set():
+                log.debug("informer for %s ended while stopping: %r", self.kind.kind, exc)
+            elif self._on_crash is not None:
+                self._on_crash(exc)
+            else:
+                log.exception("informer for %s crashed", self.kind.kind)
+        finally:
+            self._drop_client()
+
+    def _run(self) -> None:
+        need_list, failures = True, 0
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._relist()
+                    need_list = False
+                if self._watch_once():
+                    failures = 0
+                    continue
+                log.debug("watch of %s ended early; reconnecting", self.kind.kind)
+            except WatchExpired as exc:
+                # Relist at once the first time; a proxy that expires every watch must not hot-loop.
+                log.info("watch of %s expired (%s); relisting", self.kind.kind, exc)
+                need_list = True
+                if failures == 0:
+                    failures = 1
+                    continue
+            except _RETRYABLE as exc:
+                if self._stop.is_set():
+                    return
+                log.warning(
+                    "%s of %s failed: %s; retrying", "list" if need_list else "watch", self.kind.kind, exc
+                )
+                self._drop_client()  # a fresh session, in case the pooled connection is the broken part
+            delay = min(self.backoff_base * 2 ** min(failures, 32), self.backoff_max)
+            failures += 1
+            self._stop.wait(delay)
+
+    def _relist(self) -> None:
+        items: list[dict[str, Any]] = []
+        params: dict[str, str] = {"limit": str(self.page_size)}
+        rv: str | None = None
+        while True:
+            response = self._request(params, read_timeout=60.0)
+            try:
+                if response.status_code == GONE:  # a continue token expired mid-way
+                    raise WatchExpired("list continue token expired")
+                raise_for_status(response)
+                body = response.json()
+            finally:
+                self._release(response)
+            meta = body.get("metadata") or {}
+            for item in body.get("items") or []:
+                # List items come without apiVersion/kind; watch events carry them: make both alike.
+                item.setdefault("apiVersion", self.kind.version)
+                item.setdefault("kind", self.kind.kind)
+                items.append(item)
+            rv = meta.get("resourceVersion")
+            if not meta.get("continue"):
+                break
+            params["continue"] = meta["continue"]
+        self._replace(items, rv)
+
+    def _replace(self, items: list[dict[str, Any]], rv: str | None) -> None:
+        new = {object_key(o): o for o in items}
+        with self._lock:
+            old, self._store, self._rv = self._store, new, rv
+            self.relists += 1
+        events: list[tuple[str, dict[str, Any]]] = []
+        for key, obj in new.items():
+            previous = old.get(key)
+            if previous is None:
+                events.append(("ADDED", obj))
+            elif resource_version(previous) != resource_version(obj):
+                events.append(("MODIFIED", obj))
+        # Deleted while we were not watching: the last state we saw stands in for the final one.
+        events.extend(("DELETED", obj) for key, obj in old.items() if key not in new)
+        for event_type, obj in events:
+            self._deliver(event_type, obj)
+        self._synced.set()
+
+    def _watch_once(self) -> bool:
+        """One watch request; True when it was healthy (delivered something or lasted a while)."""
+        params = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(int(self.watch_timeout)),
+        }
+        if self._rv:
+            params["resourceVersion"] = self._rv
+        started, received = time.monotonic(), 0
+        response = self._request(params, read_timeout=self.watch_timeout + 10.0)
+        try:
+            if response.status_code == GONE:
+                raise WatchExpired("HTTP 410")
+            raise_for_status(response)
+            for line in response.iter_lines():
+                if self._stop.is_set():
+                    raise _Stopped()
+                if line:
+                    received += 1
+                    self._apply(json.loads(line))
+        finally:
+            self._release(response)
+        return received > 0 or time.monotonic() - started >= 1.0
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        event_type, obj = event.get("type"), event.get("object")
+        if event_type is None and event.get("kind") == "Status":
+            event_type, obj = "ERROR", event  # a bare Status line, as some proxies send
+        if not isinstance(obj, dict):
+            raise ValueError(f"malformed watch event: {json.dumps(event)[:200]}")
+        if event_type == "BOOKMARK":
+            with self._lock:
+                self._rv = resource_version(obj) or self._rv
+            return
+        if event_type == "ERROR":
+            message = obj.get("message") or json.dumps(obj)[:200]
+            if obj.get("code") == GONE or obj.get("reason") in ("Expired", "Gone"):
+                raise WatchExpired(message)
+            raise HTTPError(obj.get("code"), f"watch ERROR event: {message}")
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            log.debug("ignoring watch event of type %s for %s", event_type, self.kind.kind)
+            return
+        key = object_key(obj)
+        with self._lock:
+            if event_type == "DELETED":
+                self._store.pop(key, None)
+            else:
+                self._store[key] = obj
+            self._rv = resource_version(obj) or self._rv
+        self._deliver(event_type, obj)
+
+    def _deliver(self, event_type: str, obj: dict[str, Any]) -> None:
+        for handler in self.handlers:
+            try:
+                handler(event_type, obj)
+            except Exception as exc:
+                # Wrapped so _run cannot mistake, say, a handler's ValueError for a broken stream and
+                # resume past an event the handlers never saw.
+                name = (obj.get("metadata") or {}).get("name")
+                raise HandlerError(
+                    f"{self.kind.kind} handler failed on {event_type} {name}: {exc!r}"
+                ) from exc
+
+    # -- HTTP -----------------------------------------------------------------------------------
+
+    def _request(self, params: dict[str, str], *, read_timeout: float) -> requests.Response:
+        params = dict(params)
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        kwargs: dict[str, Any] = {"url": self.kind.endpoint, "version": self.kind.version}
+        if self.kind.base:
+            kwargs["base"] = self.kind.base
+        if self.namespace:
+            kwargs["namespace"] = self.namespace
+        with self._lock:
+            if self._api is None:
+                self._api = self._api_factory()
+            api = self._api
+        # stream=True even for lists: stop() can then abort a body still being read.
+        response = api.get(**kwargs, params=params, stream=True, timeout=(self.connect_timeout, read_timeout))
+        with self._lock:
+            if not self._stop.is_set():
+                self._response = response
+                return response
+        response.close()
+        raise _Stopped()
+
+    def _release(self, response: requests.Response) -> None:
+        with self._lock:
+            if self._response is response:
+                self._response = None
+        response.close()
+
+    def _drop_client(self) -> None:
+        with self._lock:
+            api, self._api = self._api, None
+        if api is not None:
+            api.session.close()
+
+
+def _abort(response: requests.Response) -> None:
+    """Unblock a thread reading `response`, from another thread.
+
+    Closing a socket does not wake a recv() blocked on it in another thread on Linux; shutting it
+    down does. urllib3 ≥ 2.3 exposes exactly that as HTTPResponse.shutdown().
+    """
+    shutdown = getattr(getattr(response, "raw", None), "shutdown", None)
+    if shutdown is not None:
+        try:
+            shutdown()
+            return
+        except (ValueError, RuntimeError, OSError):
+            pass  # already released to the pool or closed: nothing is blocked on it
+    try:
+        response.close()
+    except Exception:  # closing is best effort; the read timeout bounds the wait anyway
+        log.debug("closing a watch response failed", exc_info=True)

@@ -1,0 +1,240 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it.
+
+Rules (one `try_acquire_or_renew()` step; the Manager calls it every retry_period):
+* the lease is free when it is absent, has no holder, or expired: renewTime + leaseDurationSeconds
+  lies in the past (wall clock: candidates on one machine, or with synced clocks);
+* every write carries the resourceVersion we read, so of two candidates racing for a free lease one
+  gets 409 and stays a follower;
+* a leader that has not renewed for `renew_deadline` seconds gives up leadership *before* its lease
+  can expire (renew_deadline < lease_duration), so two reconcilers never overlap;
+* `release()` clears holderIdentity, so a standby takes over at its next step instead of waiting
+  out the lease.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import pykube
+from pykube.objects import NamespacedAPIObject
+
+from .client import CONFLICT, raise_for_status, status_code
+from .clock import SYSTEM_CLOCK, Clock
+
+log = logging.getLogger(__name__)
+
+
+class Lease(NamespacedAPIObject):
+    version = "coordination.k8s.io/v1"
+    endpoint = "leases"
+    kind = "Lease"
+
+
+class LeaseConflict(Exception):
+    """Someone else wrote the lease between our read and our write (HTTP 409)."""
+
+
+class LeaseStore(Protocol):
+    """Reads and writes one Lease; writes raise LeaseConflict on a stale resourceVersion."""
+
+    def get(self) -> dict[str, Any] | None: ...
+
+    def create(self, lease: dict[str, Any]) -> dict[str, Any]: ...
+
+    def update(self, lease: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class PykubeLeaseStore:
+    def __init__(self, api: pykube.HTTPClient, namespace: str, name: str, timeout: float = 5.0) -> None:
+        self.api, self.namespace, self.name = api, namespace, name
+        self.timeout = timeout
+        """Seconds per request: well under renew_deadline, so a hung apiserver cannot stall renewal."""
+
+    def _kwargs(self, name: str | None) -> dict[str, Any]:
+        url = f"{Lease.endpoint}/{name}" if name else Lease.endpoint
+        return {"version": Lease.version, "namespace": self.namespace, "url": url, "timeout": self.timeout}
+
+    def get(self) -> dict[str, Any] | None:
+        response = self.api.get(**self._kwargs(self.name))
+        if response.status_code == 404:
+            return None
+        raise_for_status(response)
+        return response.json()
+
+    def create(self, lease: dict[str, Any]) -> dict[str, Any]:
+        return self._write("post", None, lease)
+
+    def update(self, lease: dict[str, Any]) -> dict[str, Any]:
+        # PUT, not pykube's update(): a full replace is checked against metadata.resourceVersion.
+        return self._write("put", self.name, lease)
+
+    def _write(self, method: str, name: str | None, lease: dict[str, Any]) -> dict[str, Any]:
+        response = getattr(self.api, method)(**self._kwargs(name), data=json.dumps(lease))
+        try:
+            raise_for_status(response)
+        except Exception as exc:
+            if status_code(exc) == CONFLICT:
+                raise LeaseConflict(str(exc)) from exc
+            raise
+        return response.json()
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
+
+
+def format_micro_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_micro_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        store: LeaseStore,
+        identity: str,
+        *,
+        namespace: str = "default",
+        name: str = "leader",
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        clock: Clock | None = None,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError(
+                "leader election needs lease_duration > renew_deadline > retry_period > 0, got "
+                f"{lease_duration} / {renew_deadline} / {retry_period}"
+            )
+        self.store, self.identity = store, identity
+        self.namespace, self.name = namespace, name
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._clock = clock or SYSTEM_CLOCK
+        self.on_change = on_change
+        """Called with the new value whenever is_leader flips, on the thread that flipped it."""
+        self._is_leader = False
+        self._last_renew: float | None = None  # monotonic time of our last successful write while leading
+
+    @property
+    def is_leader(self) -> bool:
+        return self._is_leader
+
+    @is_leader.setter
+    def is_leader(self, value: bool) -> None:
+        changed, self._is_leader = value != self._is_leader, value
+        if changed and self.on_change is not None:
+            self.on_change(value)
+
+    def try_acquire_or_renew(self) -> bool:
+        """One election step; returns whether we lead afterwards. Never raises for API failures."""
+        self._check_deadline()
+        try:
+            self._step()
+        except Exception as exc:
+            lost_race = isinstance(exc, LeaseConflict)
+            log.log(logging.DEBUG if lost_race else logging.WARNING, "lease %s: %s", self.name, exc)
+            self._failed()
+        return self.is_leader
+
+    def _step(self) -> None:
+        now = self._clock.time()
+        lease = self.store.get()
+        if lease is None:
+            fresh = {"metadata": {"name": self.name, "namespace": self.namespace}}
+            self.store.create(self._lease(fresh, now))
+            self._won()
+            return
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity")
+        if holder and holder != self.identity and not self._expired(spec, now):
+            if self.is_leader:
+                log.warning("lease %s: taken over by %s", self.name, holder)
+            self.is_leader = False
+            return
+        self.store.update(self._lease(lease, now))
+        self._won()
+
+    def _lease(self, lease: dict[str, Any], now: float) -> dict[str, Any]:
+        spec = dict(lease.get("spec") or {})
+        stamp = format_micro_time(now)
+        if spec.get("holderIdentity") != self.identity:
+            spec["acquireTime"] = stamp
+            if "resourceVersion" in lease["metadata"]:  # an existing lease changes hands
+                spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        spec.setdefault("leaseTransitions", 0)
+        spec.update(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=max(round(self.lease_duration), 1),
+            renewTime=stamp,
+        )
+        # metadata (with resourceVersion) travels unchanged: that is what makes the write conditional.
+        return {"apiVersion": Lease.version, "kind": Lease.kind, "metadata": lease["metadata"], "spec": spec}
+
+    def _expired(self, spec: dict[str, Any], now: float) -> bool:
+        renewed = parse_micro_time(spec.get("renewTime"))
+        duration = spec.get("leaseDurationSeconds")
+        return renewed is None or duration is None or renewed + float(duration) < now
+
+    def _won(self) -> None:
+        if not self.is_leader:
+            log.info("lease %s/%s: %s is now the leader", self.namespace, self.name, self.identity)
+        self.is_leader = True
+        self._last_renew = self._clock.monotonic()
+
+    def _failed(self) -> None:
+        self._check_deadline()
+
+    def _check_deadline(self) -> None:
+        if not self.is_leader or self._last_renew is None:
+            return
+        if self._clock.monotonic() - self._last_renew > self.renew_deadline:
+            log.warning(
+                "lease %s: not renewed for %.1fs (renew_deadline); giving up leadership",
+                self.name,
+                self._clock.monotonic() - self._last_renew,
+            )
+            self.is_leader = False
+
+    def next_wait(self) -> float:
+        """Seconds until the next step: retry_period, or less when the renew deadline comes sooner."""
+        if not self.is_leader or self._last_renew is None:
+            return self.retry_period
+        until_deadline = self._last_renew + self.renew_deadline - self._clock.monotonic()
+        return max(min(self.retry_period, until_deadline + 0.01), 0.0)
+
+    def release(self) -> bool:
+        """Hand the lease back if we hold it; True if it was released."""
+        if not self.is_leader:
+            return False
+        self.is_leader = False
+        try:
+            lease = self.store.get()
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return False
+            spec = dict(lease["spec"])
+            spec.pop("holderIdentity", None)
+            spec.update(leaseDurationSeconds=1, renewTime=format_micro_time(self._clock.time()))
+            self.store.update({**lease, "spec": spec})
+        except Exception as exc:  # the lease then simply expires; stop must still finish
+            log.warning("lease %s: release failed: %s", self.name, exc)
+            return False
+        log.info("lease %s/%s: released by %s", self.namespace, self.name, self.identity)
+        return True

@@ -1,0 +1,383 @@
+"""Manager: runs controllers, their informers, leader election and the probe/metrics server.
+
+Lifecycle, safe to drive from any thread (the test harness runs several managers per process):
+
+    manager = Manager(api_factory, ManagerOptions(namespace="test-ns"))
+    manager.add(Controller("mysqlcluster", reconciler).for_(MySQLCluster).owns(StatefulSet))
+    manager.start()          # returns once informers synced (or, with leader_elect, standing by)
+    ...
+    manager.stop()           # prompt; raises nothing; manager.errors says what crashed
+
+A *term* is one stretch of running controllers: fresh informers (list + watch), fresh queues,
+workers. Without leader election there is one term from start() to stop(). With it, a term runs
+only while the lease is held; losing the lease ends the term at once (workers finish the reconcile
+in hand, nothing new starts) and the manager goes back to standing by, ready for another term.
+No signal handlers here: signal.signal works only in the main thread; `__main__` owns them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pykube
+from prometheus_client import CollectorRegistry
+
+from .client import instrument
+from .controller import Controller, Kind
+from .informer import Informer
+from .leader import LeaderElector, PykubeLeaseStore, default_identity
+from .metrics import Metrics, ProbeServer
+
+log = logging.getLogger(__name__)
+
+
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+"""The verbs of api_requests_total that change something on the server."""
+
+
+class ManagerError(Exception):
+    """The manager could not start, or was used out of order."""
+
+
+@dataclass
+class ManagerOptions:
+    namespace: str | None = None
+    """Scope every informer and list to this namespace; None = the whole cluster."""
+    metrics_port: int | None = 0
+    """Port of /metrics; None disables it; 0 picks a free port (see Manager.metrics_address)."""
+    health_port: int | None = 0
+    """Port of /healthz and /readyz; may equal metrics_port (both 0 = one server on one free port)."""
+    bind_address: str = "127.0.0.1"
+    """Interface of the probe/metrics server; a Deployment needs "0.0.0.0" for kubelet probes."""
+    leader_elect: bool = False
+    leader_election_namespace: str = "default"
+    leader_election_id: str = "mysql-operator-leader"
+    """Name of the Lease."""
+    identity: str | None = None
+    """This candidate's holderIdentity; default hostname_pid_random."""
+    lease_duration: float = 15.0
+    """Seconds a standby waits after the last renewal before taking over."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps trying to renew before it stops reconciling; < lease_duration."""
+    retry_period: float = 2.0
+    """Seconds between election steps (renewals, or a standby's tries); < renew_deadline."""
+    start_timeout: float = 60.0
+    """Seconds start() waits for the informers' first list before it fails."""
+    watch_timeout: float = 45.0
+    """Server-side timeoutSeconds of each watch request; the client read timeout is 10 s above it."""
+
+    def __post_init__(self) -> None:
+        for field in ("metrics_port", "health_port"):
+            port = getattr(self, field)
+            if port is not None and not 0 <= port <= 65535:
+                raise ValueError(f"ManagerOptions.{field}: {port} is not a port number (0-65535 or None)")
+        if self.leader_elect and not self.lease_duration > self.renew_deadline > self.retry_period > 0:
+            raise ValueError(
+                "ManagerOptions: leader election needs lease_duration > renew_deadline > retry_period > 0, "
+                f"got {self.lease_duration} / {self.renew_deadline} / {self.retry_period}"
+            )
+
+
+class Manager:
+    def __init__(
+        self, api_factory: Callable[[], pykube.HTTPClient], options: ManagerOptions | None = None
+    ) -> None:
+        self.options = options or ManagerOptions()
+        self.registry = CollectorRegistry()
+        """This manager's own registry: the global one raises on duplicates with several managers."""
+        self.metrics = Metrics(self.registry)
+        self.errors: list[BaseException] = []
+        """Exceptions that escaped runtime threads (reconcile errors requeue and are not here)."""
+        self.metrics_address: tuple[str, int] | None = None
+        self.health_address: tuple[str, int] | None = None
+        self.identity = self.options.identity or default_identity()
+        self._api_factory = api_factory
+        self._controllers: list[Controller] = []
+        self._lock = threading.Lock()  # guards _state, _informers, _running, errors
+        self._state = "new"  # new → starting → running → stopped (stop() may come at any point)
+        self._informers: dict[Kind, Informer] = {}  # the current term's; empty between terms
+        self._in_term = False  # a term was begun (informers/queues exist) and not yet ended
+        self._running = False  # the current term's workers run (informers synced)
+        self._wake = threading.Event()  # the supervisor should look at leadership/stop again
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._started = threading.Event()  # start() may return: synced, or standing by
+        self._elected_once = threading.Event()  # the first election step has happened
+        self._stop_lock = threading.Lock()  # serialises stop() from a crash and from the owner
+        self._stop_deadline = 0.0
+        self._elector: LeaderElector | None = None
+        self._servers: list[ProbeServer] = []
+        self._supervisor: threading.Thread | None = None
+        self._election: threading.Thread | None = None
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def new_client(self) -> pykube.HTTPClient:
+        """A fresh client whose requests are counted in api_requests_total{verb,resource,code}."""
+        return instrument(self._api_factory(), self.metrics.count_request)
+
+    def add(self, controller: Controller) -> None:
+        with self._lock:
+            if self._state != "new":
+                raise ManagerError(f"add({controller.name!r}): controllers must be added before start()")
+            controller.kinds  # noqa: B018 - fails now, with the controller's name, if for_() is missing
+            self._controllers.append(controller)
+
+    @property
+    def controllers(self) -> list[Controller]:
+        return list(self._controllers)
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this manager reconciles: it holds the lease, or runs without leader election."""
+        if self._elector is not None:
+            return self._elector.is_leader
+        return self._running
+
+    def informer(self, kind: Kind) -> Informer:
+        """The current term's informer (cache) of `kind`; LookupError when not running."""
+        with self._lock:
+            informer = self._informers.get(kind)
+        if informer is None:
+            raise LookupError(f"no running informer for {kind.kind}")
+        return informer
+
+    def api_requests(
+        self,
+        verb: str | Iterable[str] | None = None,
+        resource: str | None = None,
+        code: str | None = None,
+    ) -> float:
+        """Sum of api_requests_total over the samples matching every label given.
+
+        `verb` may be several: `api_requests(verb=WRITE_VERBS)` counts every write.
+        """
+        wanted: dict[str, set[str]] = {}
+        for label, value in (("verb", verb), ("resource", resource), ("code", code)):
+            if value is not None:
+                wanted[label] = {value} if isinstance(value, str) else set(value)
+        total = 0.0
+        for family in self.metrics.api_requests_total.collect():
+            for sample in family.samples:
+                labels = sample.labels
+                if sample.name.endswith("_total") and all(labels.get(k) in v for k, v in wanted.items()):
+                    total += sample.value
+        return total
+
+    def start(self) -> None:
+        with self._lock:
+            if self._state != "new":
+                raise ManagerError(f"start() on a manager that is {self._state}")
+            self._state = "starting"
+        try:
+            with self._stop_lock:  # a concurrent stop() waits until there is something to stop
+                if self._stopping.is_set():
+                    raise ManagerError("manager stopped during start()")
+                self._start_servers()
+                if self.options.leader_elect:
+                    self._start_election()
+                self._supervisor = threading.Thread(
+                    target=self._supervise, name="manager-supervisor", daemon=True
+                )
+                self._supervisor.start()
+            self._wait_started()
+        except BaseException:
+            self.stop()
+            raise
+        with self._lock:
+            if self._state == "starting":
+                self._state = "running"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop everything within about `timeout` seconds; never raises (see `errors`)."""
+        with self._stop_lock:
+            if self._stopped.is_set():
+                return
+            self._stop_deadline = time.monotonic() + timeout
+            self._stopping.set()
+            self._wake.set()
+            for thread in (self._supervisor, self._election):
+                if thread is not None and thread is not threading.current_thread():
+                    thread.join(self._remaining())
+                    if thread.is_alive():
+                        log.warning("manager: %s did not finish within %.1fs", thread.name, timeout)
+            self._stop_term()  # when start() failed before the supervisor ran
+            if self._elector is not None:
+                # Only now that no worker runs: releasing earlier would let a standby overlap with us.
+                self._elector.release()
+            for server in self._servers:
+                server.close()
+            with self._lock:
+                self._state = "stopped"
+            self._stopped.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the manager has stopped (by stop() or a crash); False on timeout."""
+        return self._stopped.wait(timeout)
+
+    def healthy(self) -> bool:
+        return not self.errors and not self._stopping.is_set()
+
+    def ready(self) -> bool:
+        """Started and either reconciling or standing by for the lease."""
+        standing_by = self._elector is not None and not self._elector.is_leader
+        return self._started.is_set() and self.healthy() and (self._running or standing_by)
+
+    # -- startup --------------------------------------------------------------------------------
+
+    def _start_servers(self) -> None:
+        ports = {self.options.metrics_port, self.options.health_port} - {None}
+        servers: dict[int | None, ProbeServer] = {}
+        for port in sorted(p for p in ports if p is not None):
+            server = ProbeServer(self.options.bind_address, port, self.registry, self.healthy, self.ready)
+            self._servers.append(server)
+            servers[port] = server
+            server.start()
+        if self.options.metrics_port is not None:
+            self.metrics_address = servers[self.options.metrics_port].address
+        if self.options.health_port is not None:
+            self.health_address = servers[self.options.health_port].address
+
+    def _start_election(self) -> None:
+        o = self.options
+        store = PykubeLeaseStore(
+            self.new_client(),
+            o.leader_election_namespace,
+            o.leader_election_id,
+            # A hung request must not carry the leader past its lease: deadline + timeout < duration.
+            timeout=max(min(5.0, o.lease_duration - o.renew_deadline), 0.5),
+        )
+        self._elector = LeaderElector(
+            store,
+            self.identity,
+            namespace=o.leader_election_namespace,
+            name=o.leader_election_id,
+            lease_duration=o.lease_duration,
+            renew_deadline=o.renew_deadline,
+            retry_period=o.retry_period,
+            on_change=self._leadership_changed,
+        )
+        self.metrics.leader.labels(name=o.leader_election_id).set(0)
+        self._election = threading.Thread(target=self._elect, name="manager-election", daemon=True)
+        self._election.start()
+
+    def _wait_started(self) -> None:
+        deadline = time.monotonic() + self.options.start_timeout
+        while not self._started.wait(0.05):
+            if self.errors:
+                raise ManagerError("a runtime thread crashed during start()") from self.errors[0]
+            if self._stopping.is_set():
+                raise ManagerError("manager stopped during start()")
+            if time.monotonic() > deadline:
+                with self._lock:
+                    pending = [k.kind for k, i in self._informers.items() if not i.has_synced()]
+                raise ManagerError(
+                    f"manager not started after {self.options.start_timeout:.0f}s; "
+                    f"informers not synced: {', '.join(pending) or 'none'} (is the apiserver reachable, "
+                    "and may this identity list and watch them?)"
+                )
+
+    # -- runtime threads ------------------------------------------------------------------------
+
+    def _elect(self) -> None:
+        assert self._elector is not None
+        try:
+            while not self._stopping.is_set():
+                self._elector.try_acquire_or_renew()
+                self._elected_once.set()
+                self._wake.set()
+                if self._stopping.wait(self._elector.next_wait()):
+                    break
+        except BaseException as exc:
+            self._crash(exc)
+
+    def _leadership_changed(self, leading: bool) -> None:
+        self.metrics.leader.labels(name=self.options.leader_election_id).set(1 if leading else 0)
+        if not leading and not self._stopping.is_set():  # a release on stop is no news
+            log.warning("manager %s: not the leader any more; stopping controllers", self.identity)
+        self._wake.set()
+
+    def _wanted(self) -> bool:
+        return not self._stopping.is_set() and (self._elector is None or self._elector.is_leader)
+
+    def _supervise(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                self._wake.clear()
+                wanted = self._wanted()
+                if wanted and not self._in_term:
+                    self._run_term()
+                elif not wanted and self._in_term:
+                    self._stop_term()
+                if not wanted and self._elected_once.is_set():
+                    self._started.set()  # standing by counts as started
+                self._wake.wait(0.5)
+        except BaseException as exc:
+            self._crash(exc)
+        finally:
+            self._stop_term()
+
+    def _run_term(self) -> None:
+        informers: dict[Kind, Informer] = {}
+        for controller in self._controllers:
+            for kind in controller.kinds:
+                if kind not in informers:
+                    informers[kind] = Informer(
+                        kind,
+                        self.new_client,
+                        namespace=self.options.namespace,
+                        watch_timeout=self.options.watch_timeout,
+                        on_crash=self._crash,
+                    )
+        with self._lock:
+            self._informers = informers
+            self._in_term = True
+        for controller in self._controllers:
+            controller.setup(informers, metrics=self.metrics, on_crash=self._crash)
+        for informer in informers.values():
+            informer.start()
+        # Workers wait for a full cache, as in controller-runtime: a reconciler reading the cache
+        # must not mistake "not listed yet" for "does not exist".
+        while not all(i.has_synced() for i in informers.values()):
+            if not self._wanted():
+                return
+            self._stopping.wait(0.05)
+        for controller in self._controllers:
+            controller.start()
+        self._running = True
+        self._started.set()
+        log.info(
+            "manager %s: %d controller(s) running, %d informer(s) synced",
+            self.identity,
+            len(self._controllers),
+            len(informers),
+        )
+
+    def _stop_term(self) -> None:
+        with self._lock:
+            if not self._in_term:
+                return
+            informers, self._informers = self._informers, {}
+            self._in_term = self._running = False
+        timeout = self._remaining() if self._stopping.is_set() else 10.0
+        for informer in informers.values():
+            informer.request_stop()  # signal every informer first, so their reads end in parallel
+        for informer in informers.values():
+            informer.stop(timeout=max(timeout, 0.1))
+        for controller in self._controllers:
+            controller.stop(timeout=self._remaining() if self._stopping.is_set() else 10.0)
+
+    def _remaining(self) -> float:
+        return max(self._stop_deadline - time.monotonic(), 0.0)
+
+    def _crash(self, exc: BaseException) -> None:
+        log.error("manager: %s crashed; stopping", threading.current_thread().name, exc_info=exc)
+        with self._lock:
+            self.errors.append(exc)
+        if not self._stopping.is_set():
+            # stop() joins the runtime threads, so it cannot run on the one that crashed.
+            threading.Thread(target=self.stop, name="manager-crash-stop", daemon=True).start()

@@ -1,0 +1,169 @@
+"""The pytest plugin tested the way its users run it: pytester runs small test files in a subprocess
+against real control planes, and we check outcomes and what was left behind."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envtest import binaries, eventually
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _real_binary_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytester moves HOME, and with it ~/.cache: point the inner runs at the binaries we have.
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(binaries.cache_dir()))
+    monkeypatch.setenv("ENVTEST_KWOK_STAGES", str(binaries.kwok_stages_dir()))
+
+
+def _pids_under(path: Path) -> set[str]:
+    out = subprocess.run(["pgrep", "-f", str(path)], capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+def test_xdist_workers_share_one_control_plane_and_none_is_left(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_shared="""
+        import os, pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_sees_plane(i, cluster, namespace, kube):
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            with open(f"{cluster.server.split(':')[-1]}-{worker}-{i}.seen", "w") as fh:
+                fh.write(namespace)
+            import pykube
+            assert pykube.Namespace.objects(kube).get(name=namespace).exists()
+        """
+    )
+    basetemp = pytester.path / "base"
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--envtest-components=minimal", f"--basetemp={basetemp}"
+    )
+    result.assert_outcomes(passed=4)
+    seen = list(pytester.path.glob("*.seen"))
+    assert len(seen) == 4
+    assert len({p.name.split("-")[0] for p in seen}) == 1, f"more than one apiserver port: {seen}"
+    assert len({p.name.split("-")[1] for p in seen}) == 2, "both workers should have run tests"
+    assert len({p.read_text() for p in seen}) == 4, "each test gets its own namespace"
+    log = (basetemp / "envtest-shared" / "supervisor.log").read_text()
+    assert log.count("starting kube-apiserver") == 1
+    assert not _pids_under(basetemp), "control-plane processes outlived the run"
+
+
+def test_kind_plugin_options_are_reused_not_registered_twice(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in for pytest-kind-ng: the same option names it registers.
+    pytester.makepyfile(
+        fake_kind="""
+        def pytest_addoption(parser):
+            parser.addoption("--cluster-name", default="pytest-kind")
+            parser.addoption("--keep-cluster", action="store_true", default=None)
+            parser.addoption("--kubeconfig", default=None)
+            parser.addoption("--kind-image", default=None)
+            parser.addoption("--kind-bin", default=None)
+            parser.addoption("--kind-kubectl-bin", default=None)
+        """,
+        test_kept="""
+        def test_uses_cluster(cluster):
+            assert cluster.server.startswith("https://127.0.0.1:")
+        """,
+    )
+    helpresult = pytester.runpytest_subprocess("-p", "fake_kind", "--help")
+    assert helpresult.ret == 0
+    helpresult.stdout.fnmatch_lines(["*--envtest-keep*"])
+    env_cache = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(env_cache))
+    # The kind plugin's --keep-cluster and --cluster-name are honoured by the local backend too.
+    result = pytester.runpytest_subprocess(
+        "-p", "fake_kind", "--keep-cluster", "--cluster-name=kept", "--envtest-components=minimal"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*kept control plane 'kept'*", "*export KUBECONFIG=*"])
+    state_dir = env_cache / "envtest" / "clusters" / "kept"
+    assert _pids_under(state_dir), "the kept plane should still run"
+    down = subprocess.run(
+        ["envtest", "down", "--name", "kept"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert down.returncode == 0, down.stderr
+
+    def gone() -> None:
+        assert not _pids_under(state_dir)
+
+    eventually(gone, timeout=30)
+
+
+def test_bad_option_value_is_a_usage_error_naming_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess("--envtest-backend=docker")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--envtest-backend*'docker' is not one of local, existing, kind*"])
+    result = pytester.runpytest_subprocess("--envtest-components=etcd,kubelet")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown component*kubelet*"])
+
+
+def test_failed_test_leaves_objects_events_and_logs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_fails="""
+        import pykube
+
+        def test_fails_on_purpose(kube, namespace):
+            pykube.ConfigMap(kube, {"metadata": {"name": "evidence", "namespace": namespace},
+                                    "data": {"k": "v"}}).create()
+            assert False, "failing on purpose"
+        """
+    )
+    result = pytester.runpytest_subprocess("--envtest-components=minimal", "--envtest-artifacts-dir=out")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*envtest artifacts*", "*out*test_fails.py-test_fails_on_purpose*"])
+    dest = pytester.path / "out" / "test_fails.py-test_fails_on_purpose"
+    (ns_dir,) = [p for p in dest.iterdir() if p.is_dir() and p.name != "logs"]
+    assert "evidence" in (ns_dir / "configmaps.api_v1.yaml").read_text()
+    assert (ns_dir / "events.txt").exists()
+    assert (dest / "logs" / "kube-apiserver.log").stat().st_size > 0
+    assert (dest / "logs" / "etcd.log").exists()
+
+
+def test_operator_crash_fails_the_test_that_owns_it(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        envtest_operator = crashing:factory
+        envtest_operator_clusterrole = system:aggregate-to-view
+        """
+    )
+    pytester.makepyfile(
+        crashing="""
+        import time
+        from envtest import ThreadOperator
+
+        def factory(api_factory, namespace):
+            def run(stop):
+                api = api_factory()
+                # The operator really runs as its ServiceAccount, with read-only rights.
+                resp = api.session.get(f"{api.url}/api/v1/namespaces/{namespace}/configmaps")
+                assert resp.status_code == 200, resp.text
+                resp = api.session.post(f"{api.url}/api/v1/namespaces/{namespace}/configmaps",
+                                        json={"metadata": {"name": "x"}})
+                assert resp.status_code == 403, resp.text
+                raise RuntimeError("operator blew up")
+            return ThreadOperator(run)
+        """,
+        test_crash="""
+        import time
+
+        def test_with_crashing_operator(operator):
+            time.sleep(1)
+        """,
+    )
+    result = pytester.runpytest_subprocess("--envtest-components=minimal")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*OperatorFailed: operator crashed: RuntimeError: operator blew up*"])

@@ -1,0 +1,237 @@
+"""An in-memory stand-in for `mysql_operator.client.ApiClient`, for reconciler unit tests only.
+
+It keeps the apiserver behaviours the reconciler's correctness rests on: resourceVersion
+preconditions (409), AlreadyExists (409), merge-patch semantics (lists replaced, None deletes),
+a status subresource that ignores everything but status, generation bumps on spec changes,
+finalizers holding a deleted object, and a few defaults the apiserver adds to children.
+E2E tests always use a real kube-apiserver.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from mysql_operator.kinds import Kind
+from pykube.exceptions import HTTPError
+
+Obj = dict[str, Any]
+
+
+def api_error(code: int, reason: str, message: str) -> HTTPError:
+    exc = HTTPError(code, message)
+    exc.reason = reason  # type: ignore[attr-defined]
+    return exc
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _apiserver_defaults(kind: str, obj: Obj) -> None:
+    """A few of the defaults a real apiserver adds, so projection is really exercised."""
+    spec = obj.get("spec") or {}
+    pod_specs = []
+    if kind == "StatefulSet":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        pod_specs.append(spec.get("template", {}).get("spec", {}))
+        obj.setdefault("status", {"replicas": 0, "availableReplicas": 0})
+    if kind == "CronJob":
+        spec.setdefault("suspend", False)
+        pod_specs.append(spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec", {}))
+    if kind == "Service":
+        spec.setdefault("clusterIPs", ["None"])
+        spec.setdefault("sessionAffinity", "None")
+        spec.setdefault("type", "ClusterIP")
+        for port in spec.get("ports", []):
+            port.setdefault("protocol", "TCP")
+    if kind == "Secret" and "stringData" in obj:
+        obj["data"] = {k: "b64:" + v for k, v in obj.pop("stringData").items()}
+    for pod in pod_specs:
+        pod.setdefault("dnsPolicy", "ClusterFirst")
+        pod.setdefault("schedulerName", "default-scheduler")
+        for container in pod.get("containers", []):
+            container.setdefault("imagePullPolicy", "IfNotPresent")
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("resources", {})
+            for port in container.get("ports", []):
+                port.setdefault("protocol", "TCP")
+            probe = container.get("readinessProbe")
+            if probe:
+                probe.setdefault("successThreshold", 1)
+                probe.setdefault("failureThreshold", 3)
+            # The apiserver canonicalises quantities.
+            for group in ("requests", "limits"):
+                for name, value in (container["resources"].get(group) or {}).items():
+                    if value == "0.5":
+                        container["resources"][group][name] = "500m"
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str | None, str], Obj] = {}
+        self.writes: list[tuple[str, str, str]] = []
+        """(verb, resource[/subresource], name) of every write, in order."""
+        self.failures: dict[tuple[str, str], list[HTTPError]] = {}
+        """(verb, resource) -> errors to raise on the next such calls (then the call is not made)."""
+        self.before_create: dict[str, Obj] = {}
+        """resource -> object that "someone else" creates just before our create: AlreadyExists."""
+        self._rv = itertools.count(100)
+        self._uid = itertools.count(1)
+
+    # -- helpers for tests -------------------------------------------------------------------
+
+    def put(self, kind: Kind, obj: Obj) -> Obj:
+        """Store an object as if created by someone else (no write recorded)."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{next(self._uid)}")
+        meta["resourceVersion"] = str(next(self._rv))
+        meta.setdefault("generation", 1)
+        _apiserver_defaults(kind.kind, obj)
+        self.objects[(kind.endpoint, meta.get("namespace"), meta["name"])] = obj
+        return copy.deepcopy(obj)
+
+    def peek(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        obj = self.objects.get((kind.endpoint, namespace, name))
+        return copy.deepcopy(obj) if obj else None
+
+    def set_status(self, kind: Kind, namespace: str, name: str, status: Obj) -> None:
+        """What another controller (StatefulSet, Job) would write."""
+        obj = self.objects[(kind.endpoint, namespace, name)]
+        obj["status"] = merge_patch(obj.get("status") or {}, status)
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+
+    def fail_next(self, verb: str, resource: str, code: int, reason: str, message: str) -> None:
+        self.failures.setdefault((verb, resource), []).append(api_error(code, reason, message))
+
+    # -- ApiClient ---------------------------------------------------------------------------
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        self._maybe_fail("get", kind.endpoint)
+        return self.peek(kind, namespace, name)
+
+    def create(self, kind: Kind, obj: Obj) -> Obj:
+        self._maybe_fail("create", kind.endpoint)
+        meta = obj["metadata"]
+        key = (kind.endpoint, meta.get("namespace"), meta["name"])
+        if kind.endpoint in self.before_create:
+            self.put(kind, self.before_create.pop(kind.endpoint))
+        if key in self.objects:
+            raise api_error(409, "AlreadyExists", f'{kind.endpoint} "{meta["name"]}" already exists')
+        self.writes.append(("create", kind.endpoint, meta["name"]))
+        return self.put(kind, obj)
+
+    def patch_merge(
+        self, kind: Kind, namespace: str | None, name: str, patch: Obj, *, subresource: str | None = None
+    ) -> Obj:
+        return self._patch(kind, namespace, name, subresource, lambda live: merge_patch(live, patch))
+
+    def patch_json(
+        self, kind: Kind, namespace: str | None, name: str, ops: list[Obj], *, subresource: str | None = None
+    ) -> Obj:
+        return self._patch(kind, namespace, name, subresource, lambda live: _json_patch(live, ops))
+
+    def delete(
+        self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
+    ) -> bool:
+        self._maybe_fail("delete", kind.endpoint)
+        key = (kind.endpoint, namespace, name)
+        obj = self.objects.get(key)
+        if obj is None:
+            return False
+        self.writes.append(("delete", kind.endpoint, name))
+        if obj["metadata"].get("finalizers"):
+            obj["metadata"].setdefault("deletionTimestamp", "2026-01-01T00:00:00Z")
+            obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        else:
+            del self.objects[key]
+        return True
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _maybe_fail(self, verb: str, resource: str) -> None:
+        queued = self.failures.get((verb, resource))
+        if queued:
+            raise queued.pop(0)
+
+    def _patch(
+        self, kind: Kind, namespace: str | None, name: str, subresource: str | None, apply: Any
+    ) -> Obj:
+        resource = f"{kind.endpoint}/{subresource}" if subresource else kind.endpoint
+        self._maybe_fail("patch", resource)
+        key = (kind.endpoint, namespace, name)
+        live = self.objects.get(key)
+        if live is None:
+            raise api_error(404, "NotFound", f'{resource} "{name}" not found')
+        patched = apply(copy.deepcopy(live))
+        wanted_rv = patched["metadata"].get("resourceVersion")
+        if wanted_rv != live["metadata"]["resourceVersion"]:
+            raise api_error(409, "Conflict", "the object has been modified; please apply your changes")
+        self.writes.append(("patch", resource, name))
+        if subresource == "status":
+            result = copy.deepcopy(live)
+            result["status"] = patched.get("status")
+        else:
+            result = patched
+            if kind.kind == "MySQLCluster":  # status subresource: the main endpoint ignores status
+                result["status"] = copy.deepcopy(live.get("status"))
+            if result.get("spec") != live.get("spec"):
+                result["metadata"]["generation"] = live["metadata"].get("generation", 1) + 1
+        result = {k: v for k, v in result.items() if v is not None}
+        result["metadata"]["resourceVersion"] = str(next(self._rv))
+        _apiserver_defaults(kind.kind, result)
+        if result["metadata"].get("deletionTimestamp") and not result["metadata"].get("finalizers"):
+            del self.objects[key]
+        else:
+            self.objects[key] = result
+        return copy.deepcopy(result)
+
+
+def _json_patch(doc: Obj, ops: list[Obj]) -> Obj:
+    """The RFC 6902 subset on plain object paths (no list indices) that tests need."""
+    for op in ops:
+        *parents, leaf = [p for p in op["path"].split("/") if p]
+        target = doc
+        for part in parents:
+            target = target.setdefault(part, {})
+        if op["op"] == "test":
+            if target.get(leaf) != op["value"]:
+                raise api_error(422, "Invalid", f"test failed at {op['path']}")
+        elif op["op"] in ("add", "replace"):
+            target[leaf] = copy.deepcopy(op["value"])
+        elif op["op"] == "remove":
+            target.pop(leaf, None)
+    return doc
+
+
+def cluster(name: str = "db", namespace: str = "ns", **spec: Any) -> Obj:
+    """A MySQLCluster as a user would create it."""
+    return {
+        "apiVersion": "db.example.com/v1alpha1",
+        "kind": "MySQLCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": 1, "storageSize": "1Gi", **spec},
+    }
+
+
+class RecordingEvents:
+    """An EventRecorder stand-in: remembers (type, reason, message)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))

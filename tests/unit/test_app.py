@@ -1,0 +1,85 @@
+"""App wiring and the command line (no cluster: the manager is built, not started)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pykube
+import pytest
+from mysql_operator import build_manager, logs
+from mysql_operator.__main__ import main
+from mysql_operator.kinds import CronJob, MySQLCluster, Secret, Service, StatefulSet
+from mysql_operator.reconciler import MySQLClusterReconciler
+
+
+def factory() -> pykube.HTTPClient:
+    return pykube.HTTPClient(pykube.KubeConfig.from_url("http://127.0.0.1:1"))
+
+
+def test_app_wires_one_controller_for_mysqlclusters_and_their_children() -> None:
+    manager = build_manager(factory, namespace="team-a", workers=3, leader_elect=True, identity="me")
+    (controller,) = manager.controllers
+    assert controller.kinds == [MySQLCluster, StatefulSet, Service, Secret, CronJob]
+    assert controller.workers == 3
+    assert isinstance(controller.reconciler, MySQLClusterReconciler)
+    assert controller.reconciler.recorder is not None
+    assert (manager.options.namespace, manager.options.leader_elect, manager.identity) == (
+        "team-a",
+        True,
+        "me",
+    )
+    assert (manager.options.metrics_port, manager.options.health_port) == (0, 0)
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    return str(path)
+
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "expected"),
+    [
+        (None, [], "no such file"),
+        ("clusters: [", [], "cannot read it"),
+        ("{}", [], "invalid"),
+        (KUBECONFIG, ["--context", "other"], "no context 'other' (contexts: c)"),
+        (KUBECONFIG, ["--workers", "0"], "--workers"),
+    ],
+)
+def test_bad_input_is_one_line_naming_it_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, args: list[str], expected: str
+) -> None:
+    path = write(tmp_path, content) if content is not None else str(tmp_path / "missing")
+    assert main(["run", "--kubeconfig", path, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err
+    if "--workers" not in args:
+        assert path in err or str(Path(path)) in err
+
+
+def test_key_value_log_lines_carry_extra_fields() -> None:
+    record = logging.LogRecord("mysql_operator.reconciler", logging.INFO, "f", 1, "created", (), None)
+    record.kind, record.object = "Service", "db headless"
+    line = logs.KeyValueFormatter().format(record)
+    assert "level=info" in line and "msg=created" in line and "kind=Service" in line
+    assert 'object="db headless"' in line
+
+
+def test_json_log_lines_parse() -> None:
+    record = logging.LogRecord("x", logging.WARNING, "f", 1, "hello %s", ("you",), None)
+    record.cluster = "db"
+    parsed = json.loads(logs.JsonFormatter().format(record))
+    assert parsed["msg"] == "hello you" and parsed["cluster"] == "db" and parsed["level"] == "warning"

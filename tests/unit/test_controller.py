@@ -1,0 +1,248 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pykube
+import pytest
+import requests
+from mysql_operator.runtime.client import raise_for_status
+from mysql_operator.runtime.clock import FakeClock
+from mysql_operator.runtime.controller import Controller, owner_keys
+from mysql_operator.runtime.metrics import Metrics
+from mysql_operator.runtime.types import Key, Result
+from pykube.exceptions import HTTPError
+from pykube.objects import NamespacedAPIObject
+from runtime_fakes import wait_for
+
+KEY = Key("ns/db")
+
+
+class MySQLCluster(NamespacedAPIObject):
+    version = "db.example.com/v1alpha1"
+    endpoint = "mysqlclusters"
+    kind = "MySQLCluster"
+
+
+class FakeInformer:
+    def __init__(self) -> None:
+        self.handlers: list[Callable[[str, dict[str, Any]], None]] = []
+
+    def add_handler(self, handler: Callable[[str, dict[str, Any]], None]) -> None:
+        self.handlers.append(handler)
+
+    def fire(self, event_type: str, obj: dict[str, Any]) -> None:
+        for handler in self.handlers:
+            handler(event_type, obj)
+
+
+class ScriptedReconciler:
+    """Returns (or raises) the scripted outcomes in order, then succeeds."""
+
+    def __init__(self, *outcomes: Result | Exception) -> None:
+        self.outcomes = list(outcomes)
+        self.keys: list[Key] = []
+
+    def reconcile(self, key: Key) -> Result:
+        self.keys.append(key)
+        outcome = self.outcomes.pop(0) if self.outcomes else Result()
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
+def owner_ref(kind: str = "MySQLCluster", name: str = "db", controller: bool = True, api: str = "") -> dict:
+    return {
+        "apiVersion": api or "db.example.com/v1alpha1",
+        "kind": kind,
+        "name": name,
+        "uid": "u-" + name,
+        "controller": controller,
+    }
+
+
+def child(*refs: dict[str, Any], name: str = "db-0") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "ownerReferences": list(refs)}}
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def make(reconciler: Any, clock: FakeClock) -> tuple[Controller, dict[type, FakeInformer], Metrics]:
+    controller = Controller("mysql", reconciler).for_(MySQLCluster).owns(pykube.StatefulSet, pykube.Secret)
+    informers = {kind: FakeInformer() for kind in controller.kinds}
+    metrics = Metrics()
+    controller.setup(informers, metrics=metrics, clock=clock)  # type: ignore[arg-type]
+    return controller, informers, metrics
+
+
+def ready_keys(controller: Controller) -> list[Key]:
+    assert controller.queue is not None
+    keys = []
+    while (key := controller.queue.get(timeout=0)) is not None:
+        keys.append(key)
+        controller.queue.done(key)
+    return keys
+
+
+def outcome_count(metrics: Metrics, result: str) -> float:
+    value = metrics.registry.get_sample_value("reconcile_total", {"controller": "mysql", "result": result})
+    return value or 0.0
+
+
+def test_primary_event_enqueues_its_own_key(clock: FakeClock) -> None:
+    controller, informers, _ = make(ScriptedReconciler(), clock)
+    informers[MySQLCluster].fire("ADDED", {"metadata": {"name": "db", "namespace": "ns"}})
+    assert ready_keys(controller) == [KEY]
+
+
+def test_owned_event_enqueues_the_controlling_owner(clock: FakeClock) -> None:
+    controller, informers, _ = make(ScriptedReconciler(), clock)
+    informers[pykube.StatefulSet].fire(
+        "MODIFIED",
+        child(
+            owner_ref(name="not-controller", controller=False),
+            owner_ref(kind="ReplicaSet", name="other-kind"),
+            owner_ref(name="db"),
+        ),
+    )
+    informers[pykube.Secret].fire("DELETED", child(owner_ref(name="db"), name="db-credentials"))
+    assert ready_keys(controller) == [KEY]
+
+
+def test_owned_event_without_matching_owner_enqueues_nothing(clock: FakeClock) -> None:
+    controller, informers, _ = make(ScriptedReconciler(), clock)
+    informers[pykube.StatefulSet].fire("ADDED", child())
+    informers[pykube.StatefulSet].fire("ADDED", child(owner_ref(api="other.example.com/v1")))
+    assert ready_keys(controller) == []
+
+
+def test_owner_keys_of_a_cluster_scoped_owner_have_no_namespace() -> None:
+    ref = {"apiVersion": "v1", "kind": "Namespace", "name": "team", "controller": True}
+    assert owner_keys(child(ref), pykube.Namespace) == [Key("team")]
+
+
+def test_success_forgets_the_backoff(clock: FakeClock) -> None:
+    controller, _, metrics = make(ScriptedReconciler(RuntimeError("boom"), Result()), clock)
+    queue = controller.queue
+    assert queue is not None
+    queue.add(KEY)
+    assert controller.process_next(timeout=0)
+    assert queue.num_requeues(KEY) == 1
+    clock.advance(1)
+    assert controller.process_next(timeout=0)
+    assert queue.num_requeues(KEY) == 0
+    assert outcome_count(metrics, "success") == 1
+    assert metrics.registry.get_sample_value("reconcile_errors_total", {"controller": "mysql"}) == 1
+
+
+def test_conflict_requeues_with_backoff_logged_at_debug_only(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    reconciler = ScriptedReconciler(HTTPError(409, "the object has been modified"))
+    controller, _, metrics = make(reconciler, clock)
+    assert controller.queue is not None
+    controller.queue.add(KEY)
+    with caplog.at_level(logging.DEBUG, logger="mysql_operator"):
+        controller.process_next(timeout=0)
+    assert controller.queue.num_requeues(KEY) == 1
+    assert ready_keys(controller) == [], "requeued with backoff, not at once"
+    clock.advance(0.005)
+    assert ready_keys(controller) == [KEY]
+    assert outcome_count(metrics, "conflict") == 1
+    assert [r.levelno for r in caplog.records if "conflict" in r.getMessage()] == [logging.DEBUG]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_requests_http_error_409_is_a_conflict_too(clock: FakeClock) -> None:
+    response = requests.Response()
+    response.status_code = 409
+    controller, _, metrics = make(ScriptedReconciler(requests.HTTPError(response=response)), clock)
+    assert controller.queue is not None
+    controller.queue.add(KEY)
+    controller.process_next(timeout=0)
+    assert outcome_count(metrics, "conflict") == 1
+
+
+def test_other_errors_requeue_rate_limited(clock: FakeClock) -> None:
+    controller, _, metrics = make(ScriptedReconciler(ValueError("bad"), ValueError("bad")), clock)
+    queue = controller.queue
+    assert queue is not None
+    queue.add(KEY)
+    controller.process_next(timeout=0)
+    clock.advance(0.005)
+    controller.process_next(timeout=0)
+    assert queue.num_requeues(KEY) == 2
+    clock.advance(0.009)
+    assert ready_keys(controller) == [], "second backoff is 10 ms"
+    clock.advance(0.001)
+    assert ready_keys(controller) == [KEY]
+    assert outcome_count(metrics, "error") == 2
+
+
+def test_retry_after_of_a_429_is_honoured(clock: FakeClock) -> None:
+    response = requests.Response()
+    response.status_code = 429
+    response.headers["Retry-After"] = "7"
+    response.headers["Content-Type"] = "application/json"
+    response._content = (
+        b'{"kind": "Status", "code": 429, "reason": "TooManyRequests", "message": "slow down"}'
+    )
+    with pytest.raises(HTTPError) as caught:
+        raise_for_status(response)
+    assert caught.value.retry_after == 7.0  # type: ignore[attr-defined]
+    controller, _, _ = make(ScriptedReconciler(caught.value), clock)
+    assert controller.queue is not None
+    controller.queue.add(KEY)
+    controller.process_next(timeout=0)
+    clock.advance(6.9)
+    assert ready_keys(controller) == []
+    clock.advance(0.1)
+    assert ready_keys(controller) == [KEY]
+
+
+def test_requeue_after_adds_the_key_after_the_delay(clock: FakeClock) -> None:
+    controller, _, metrics = make(ScriptedReconciler(Result(requeue_after=30)), clock)
+    queue = controller.queue
+    assert queue is not None
+    queue.add(KEY)
+    controller.process_next(timeout=0)
+    assert queue.num_requeues(KEY) == 0
+    clock.advance(29.9)
+    assert ready_keys(controller) == []
+    clock.advance(0.1)
+    assert ready_keys(controller) == [KEY]
+    assert outcome_count(metrics, "requeue_after") == 1
+
+
+def test_requeue_is_rate_limited(clock: FakeClock) -> None:
+    controller, _, metrics = make(ScriptedReconciler(Result(requeue=True)), clock)
+    assert controller.queue is not None
+    controller.queue.add(KEY)
+    controller.process_next(timeout=0)
+    assert controller.queue.num_requeues(KEY) == 1
+    assert outcome_count(metrics, "requeue") == 1
+
+
+def test_workers_reconcile_until_stopped() -> None:
+    reconciler = ScriptedReconciler()
+    controller = Controller("mysql", reconciler, workers=3).for_(MySQLCluster)
+    informer = FakeInformer()
+    controller.setup({MySQLCluster: informer})  # type: ignore[dict-item]
+    controller.start()
+    informer.fire("ADDED", {"metadata": {"name": "db", "namespace": "ns"}})
+    wait_for(lambda: reconciler.keys == [KEY], what="the reconcile")
+    controller.stop(timeout=2)
+    assert controller.queue is not None and controller.queue.shutting_down
+
+
+def test_for_twice_and_missing_for_are_errors() -> None:
+    controller = Controller("mysql", ScriptedReconciler())
+    with pytest.raises(ValueError, match="no primary kind"):
+        _ = controller.kinds
+    controller.for_(MySQLCluster)
+    with pytest.raises(ValueError, match="already reconciles"):
+        controller.for_(pykube.Secret)

@@ -1,0 +1,251 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pykube
+import pytest
+from mysql_operator.runtime.informer import HandlerError, Informer
+from mysql_operator.runtime.types import Key
+from runtime_fakes import (
+    FakeApi,
+    FakeApiServer,
+    FakeResponse,
+    event,
+    expired,
+    list_response,
+    obj,
+    wait_for,
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, event_type: str, o: dict[str, Any]) -> None:
+        with self.lock:
+            self.events.append((event_type, o["metadata"]["name"], o["metadata"]["resourceVersion"]))
+
+    def wait(self, n: int) -> list[tuple[str, str, str]]:
+        wait_for(lambda: len(self.events) >= n, what=f"{n} events (got {self.events})")
+        return list(self.events)
+
+
+@pytest.fixture
+def run() -> Iterator[Any]:
+    started: list[Informer] = []
+
+    def _run(api: FakeApi, **kwargs: Any) -> tuple[Informer, Recorder]:
+        informer = Informer(pykube.ConfigMap, lambda: api, backoff_base=0.001, **kwargs)
+        recorder = Recorder()
+        informer.add_handler(recorder)
+        informer.start()
+        started.append(informer)
+        return informer, recorder
+
+    yield _run
+    for informer in started:
+        informer.stop(timeout=2)
+
+
+def test_list_then_watch_events_are_delivered(run: Any) -> None:
+    api = FakeApi(
+        [
+            list_response([obj("a", "1"), obj("b", "2")], rv="10"),
+            FakeResponse(lines=[event("ADDED", obj("c", "11")), event("MODIFIED", obj("a", "12"))]),
+        ]
+    )
+    informer, recorder = run(api, namespace="ns", watch_timeout=30)
+    assert recorder.wait(4) == [
+        ("ADDED", "a", "1"),
+        ("ADDED", "b", "2"),
+        ("ADDED", "c", "11"),
+        ("MODIFIED", "a", "12"),
+    ]
+    assert informer.has_synced()
+    assert informer.get(Key("ns/a"))["metadata"]["resourceVersion"] == "12"  # type: ignore[index]
+    assert sorted(o["metadata"]["name"] for o in informer.list()) == ["a", "b", "c"]
+    assert informer.resource_version == "12"
+    list_call, watch_call = api.calls[:2]
+    assert list_call["namespace"] == "ns" and "watch" not in list_call["params"]
+    assert watch_call["params"] == {
+        "watch": "true",
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": "30",
+        "resourceVersion": "10",
+    }
+    assert watch_call["stream"] is True
+    assert watch_call["timeout"][1] > 30, "the client read timeout must outlast the server-side timeout"
+
+
+def test_listed_items_get_apiversion_and_kind(run: Any) -> None:
+    informer, _ = run(FakeApi([list_response([obj("a", "1")], rv="1")]))
+    wait_for(informer.has_synced)
+    assert informer.get(Key("ns/a"))["kind"] == "ConfigMap"  # type: ignore[index]
+
+
+def test_deleted_event_removes_the_object(run: Any) -> None:
+    api = FakeApi(
+        [list_response([obj("a", "1")], rv="1"), FakeResponse(lines=[event("DELETED", obj("a", "2"))])]
+    )
+    informer, recorder = run(api)
+    assert recorder.wait(2)[-1] == ("DELETED", "a", "2")
+    assert informer.get(Key("ns/a")) is None
+
+
+def test_bookmark_advances_the_resource_version_without_an_event(run: Any) -> None:
+    bookmark = {"type": "BOOKMARK", "object": {"kind": "ConfigMap", "metadata": {"resourceVersion": "20"}}}
+    api = FakeApi([list_response([obj("a", "1")], rv="5"), FakeResponse(lines=[bookmark], then="drop")])
+    informer, recorder = run(api)
+    wait_for(lambda: len(api.watch_calls()) >= 2, what="a second watch")
+    assert api.watch_calls()[1]["resourceVersion"] == "20"
+    assert recorder.events == [("ADDED", "a", "1")]
+    assert informer.relists == 1
+
+
+def test_connection_drop_resumes_from_the_last_resource_version(run: Any) -> None:
+    api = FakeApi(
+        [
+            list_response([], rv="5"),
+            FakeResponse(lines=[event("ADDED", obj("x", "6"))], then="drop"),
+            FakeResponse(lines=[event("MODIFIED", obj("x", "7"))]),
+        ]
+    )
+    informer, recorder = run(api)
+    assert recorder.wait(2) == [("ADDED", "x", "6"), ("MODIFIED", "x", "7")]
+    assert [c["resourceVersion"] for c in api.watch_calls()[:2]] == ["5", "6"]
+    assert informer.relists == 1, "a dropped connection resumes; it does not relist"
+
+
+def test_clean_end_of_a_watch_resumes_from_the_last_resource_version(run: Any) -> None:
+    api = FakeApi(
+        [list_response([], rv="5"), FakeResponse(lines=[event("ADDED", obj("x", "9"))], then="end")]
+    )
+    informer, _ = run(api)
+    wait_for(lambda: len(api.watch_calls()) >= 2, what="a second watch")
+    assert api.watch_calls()[1]["resourceVersion"] == "9"
+    assert informer.relists == 1
+
+
+def test_expired_watch_relists_with_synthetic_deletes_and_updates(run: Any) -> None:
+    api = FakeApi(
+        [
+            list_response([obj("a", "1"), obj("b", "2"), obj("same", "3")], rv="5"),
+            FakeResponse(lines=[expired()]),  # HTTP 200, then ERROR with a Status 410
+            list_response([obj("a", "7"), obj("c", "8"), obj("same", "3")], rv="9"),
+        ]
+    )
+    informer, recorder = run(api)
+    events = recorder.wait(6)
+    assert events[:3] == [("ADDED", "a", "1"), ("ADDED", "b", "2"), ("ADDED", "same", "3")]
+    assert sorted(events[3:]) == [("ADDED", "c", "8"), ("DELETED", "b", "2"), ("MODIFIED", "a", "7")]
+    wait_for(lambda: len(api.watch_calls()) >= 2, what="a watch after the relist")
+    assert api.watch_calls()[1]["resourceVersion"] == "9"
+    assert informer.relists == 2
+    assert informer.get(Key("ns/b")) is None
+
+
+def test_http_410_on_the_watch_request_relists(run: Any) -> None:
+    gone = FakeResponse(status=410, body={"kind": "Status", "code": 410})
+    api = FakeApi([list_response([], rv="5"), gone, list_response([obj("a", "6")], rv="6")])
+    informer, recorder = run(api)
+    assert recorder.wait(1) == [("ADDED", "a", "6")]
+    assert informer.relists == 2
+
+
+def test_other_watch_errors_resume_from_the_last_resource_version(run: Any) -> None:
+    status = {"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd hiccup"}
+    api = FakeApi(
+        [
+            list_response([], rv="5"),
+            FakeResponse(lines=[event("ADDED", obj("x", "6")), event("ERROR", status)]),
+        ]
+    )
+    informer, _ = run(api)
+    wait_for(lambda: len(api.watch_calls()) >= 2, what="a second watch")
+    assert api.watch_calls()[1]["resourceVersion"] == "6"
+    assert informer.relists == 1
+
+
+def test_a_failing_handler_crashes_instead_of_retrying() -> None:
+    crashes: list[BaseException] = []
+    api = FakeApi([list_response([obj("a", "1")], rv="1")])
+    informer = Informer(pykube.ConfigMap, lambda: api, on_crash=crashes.append)
+
+    def handler(event_type: str, o: dict[str, Any]) -> None:
+        raise ValueError("handler bug")  # a ValueError, like a malformed stream: must not be retried
+
+    informer.add_handler(handler)
+    informer.start()
+    wait_for(lambda: crashes, what="the crash report")
+    informer.stop(timeout=2)
+    assert isinstance(crashes[0], HandlerError)
+    assert isinstance(crashes[0].__cause__, ValueError)
+    assert len(api.calls) == 1, "no relist after a handler bug"
+
+
+def test_failed_list_is_retried(run: Any) -> None:
+    failure = FakeResponse(status=500, body={"kind": "Status", "code": 500, "message": "etcd is sad"})
+    api = FakeApi([failure, list_response([obj("a", "1")], rv="1")])
+    informer, recorder = run(api)
+    assert recorder.wait(1) == [("ADDED", "a", "1")]
+    assert informer.has_synced()
+
+
+def test_paged_list_follows_continue_tokens(run: Any) -> None:
+    first = list_response([obj("a", "1")], rv="5")
+    first._body["metadata"]["continue"] = "token"  # type: ignore[index]
+    api = FakeApi([first, list_response([obj("b", "2")], rv="5")])
+    informer, recorder = run(api, page_size=1)
+    recorder.wait(2)
+    assert api.calls[1]["params"] == {"limit": "1", "continue": "token"}
+    assert informer.resource_version == "5"
+
+
+def test_stop_during_a_blocked_read_returns_promptly(run: Any) -> None:
+    api = FakeApi([list_response([], rv="5")])  # then a watch that never sends anything
+    informer, _ = run(api)
+    wait_for(lambda: api.watch_calls(), what="the watch")
+    started = time.monotonic()
+    informer.stop(timeout=5)
+    assert time.monotonic() - started < 1.0
+    assert api.responses[-1].closed.is_set()
+
+
+def test_stop_unblocks_a_read_on_a_real_socket() -> None:
+    server = FakeApiServer()
+    try:
+        server.put_configmap("ns", "a")
+        informer = Informer(pykube.ConfigMap, server.client, namespace="ns", watch_timeout=60)
+        informer.start()
+        assert informer.wait_for_sync(5)
+        wait_for(lambda: any("watch=true" in path for _, path in server.requests), what="the watch")
+        time.sleep(0.1)  # let the reader block in recv()
+        started = time.monotonic()
+        informer.stop(timeout=5)
+        assert time.monotonic() - started < 1.0
+        assert informer.get(Key("ns/a")) is not None
+    finally:
+        server.close()
+
+
+def test_real_socket_watch_delivers_new_objects_in_the_namespace_only() -> None:
+    server = FakeApiServer()
+    recorder = Recorder()
+    informer = Informer(pykube.ConfigMap, server.client, namespace="ns")
+    informer.add_handler(recorder)
+    try:
+        informer.start()
+        assert informer.wait_for_sync(5)
+        server.put_configmap("other", "skip")
+        server.put_configmap("ns", "b")
+        assert recorder.wait(1) == [("ADDED", "b", "102")]
+        paths = [path for _, path in server.requests]
+        assert paths[0].startswith("/api/v1/namespaces/ns/configmaps?")
+    finally:
+        informer.stop(timeout=5)
+        server.close()

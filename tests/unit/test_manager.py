@@ -1,0 +1,269 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pykube
+import pytest
+import requests
+from mysql_operator.runtime.client import request_labels
+from mysql_operator.runtime.controller import Controller
+from mysql_operator.runtime.leader import format_micro_time
+from mysql_operator.runtime.manager import WRITE_VERBS, Manager, ManagerError, ManagerOptions
+from mysql_operator.runtime.types import Key, Result
+from runtime_fakes import FakeApiServer, wait_for
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.keys: list[Key] = []
+        self.lock = threading.Lock()
+
+    def reconcile(self, key: Key) -> Result:
+        with self.lock:
+            self.keys.append(key)
+        return Result()
+
+
+class Crash(BaseException):
+    """Not an Exception: reconcile errors requeue, this escapes the worker like a runtime bug."""
+
+
+class Crashing:
+    def reconcile(self, key: Key) -> Result:
+        raise Crash("worker bug")
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    api = FakeApiServer()
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def managers() -> Iterator[list[Manager]]:
+    made: list[Manager] = []
+    yield made
+    for manager in made:
+        manager.stop(timeout=5)
+
+
+def manager_for(
+    server: FakeApiServer, managers: list[Manager], reconciler: object, **options: object
+) -> Manager:
+    manager = Manager(server.client, ManagerOptions(**options))  # type: ignore[arg-type]
+    manager.add(Controller("configmaps", reconciler).for_(pykube.ConfigMap))  # type: ignore[arg-type]
+    managers.append(manager)
+    return manager
+
+
+def scrape(address: tuple[str, int] | None, path: str) -> requests.Response:
+    assert address is not None
+    return requests.get(f"http://{address[0]}:{address[1]}{path}", timeout=5)
+
+
+def test_manager_reconciles_listed_and_watched_objects(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    server.put_configmap("ns", "listed")
+    reconciler = Recording()
+    manager = manager_for(server, managers, reconciler, namespace="ns")
+    manager.start()
+    assert manager.is_leader, "without leader election a running manager reconciles"
+    assert manager.informer(pykube.ConfigMap).has_synced()
+    server.put_configmap("ns", "watched")
+    wait_for(lambda: {"ns/listed", "ns/watched"} <= set(reconciler.keys), what="both reconciles")
+    assert manager.errors == []
+
+
+def test_two_managers_in_one_process_keep_metrics_apart(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    first = manager_for(server, managers, Recording(), namespace="one")
+    second = manager_for(server, managers, Recording(), namespace="two", metrics_port=0, health_port=0)
+    first.start()
+    second.start()
+    assert first.registry is not second.registry
+    assert first.metrics_address != second.metrics_address
+    assert first.metrics_address == first.health_address, "ports 0 and 0 share one server"
+    body = scrape(first.metrics_address, "/metrics").text
+    assert 'api_requests_total{code="200",resource="configmaps",verb="list"} 1.0' in body
+    assert first.api_requests(verb="list", resource="configmaps") == 1
+    assert first.api_requests(verb="create") == 0
+    before = second.api_requests()
+    server.put_configmap("one", "only-for-first")
+    wait_for(
+        lambda: first.registry.get_sample_value(
+            "reconcile_total", {"controller": "configmaps", "result": "success"}
+        )
+    )
+    assert second.api_requests() == before, "requests of one manager never count in the other"
+
+
+def test_probes_report_health_and_readiness(server: FakeApiServer, managers: list[Manager]) -> None:
+    manager = manager_for(server, managers, Recording(), metrics_port=None)
+    assert manager.metrics_address is None
+    manager.start()
+    assert manager.metrics_address is None
+    assert scrape(manager.health_address, "/healthz").status_code == 200
+    assert scrape(manager.health_address, "/readyz").status_code == 200
+    assert scrape(manager.health_address, "/nope").status_code == 404
+
+
+def test_no_server_when_both_ports_are_none(server: FakeApiServer, managers: list[Manager]) -> None:
+    manager = manager_for(server, managers, Recording(), metrics_port=None, health_port=None)
+    manager.start()
+    assert manager.metrics_address is None and manager.health_address is None
+
+
+def test_stop_is_prompt_with_idle_watches(server: FakeApiServer, managers: list[Manager]) -> None:
+    manager = manager_for(server, managers, Recording(), watch_timeout=60)
+    manager.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    manager.stop(timeout=5)
+    assert time.monotonic() - started < 2.0
+    assert manager.wait(0)
+    assert manager.errors == []
+
+
+def test_crash_in_a_runtime_thread_stops_the_manager_and_is_recorded(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    manager = manager_for(server, managers, Crashing())
+    manager.start()
+    server.put_configmap("default", "trigger")
+    assert manager.wait(5), "a crash must stop the manager"
+    assert [type(e) for e in manager.errors] == [Crash]
+
+
+def test_manager_without_controllers_starts_and_stops(server: FakeApiServer, managers: list[Manager]) -> None:
+    manager = Manager(server.client, ManagerOptions())
+    managers.append(manager)
+    manager.start()
+    time.sleep(0.6)  # longer than the supervisor's poll: it must not begin empty terms over and over
+    assert server.requests == []
+    manager.stop(timeout=2)
+    assert manager.wait(0) and manager.errors == []
+
+
+def test_start_twice_and_add_after_start_are_errors(server: FakeApiServer, managers: list[Manager]) -> None:
+    manager = manager_for(server, managers, Recording())
+    manager.start()
+    with pytest.raises(ManagerError):
+        manager.start()
+    with pytest.raises(ManagerError):
+        manager.add(Controller("late", Recording()).for_(pykube.Secret))
+
+
+def test_start_fails_with_a_clear_error_when_the_apiserver_is_unreachable(managers: list[Manager]) -> None:
+    manager = Manager(
+        lambda: pykube.HTTPClient(pykube.KubeConfig.from_url("http://127.0.0.1:9")),
+        ManagerOptions(start_timeout=0.5, metrics_port=None, health_port=None),
+    )
+    manager.add(Controller("configmaps", Recording()).for_(pykube.ConfigMap))
+    with pytest.raises(ManagerError, match="informers not synced: ConfigMap"):
+        manager.start()
+    assert manager.wait(0), "a failed start undoes itself"
+
+
+def test_standby_takes_over_when_the_leader_stops(server: FakeApiServer, managers: list[Manager]) -> None:
+    election = {
+        "leader_elect": True,
+        "lease_duration": 3.0,
+        "renew_deadline": 2.0,
+        "retry_period": 0.1,
+        "leader_election_id": "unit-lock",
+    }
+    first_seen, second_seen = Recording(), Recording()
+    first = manager_for(server, managers, first_seen, identity="first", **election)
+    second = manager_for(server, managers, second_seen, identity="second", **election)
+    first.start()
+    assert first.is_leader
+    second.start()  # returns while standing by
+    assert not second.is_leader
+    assert scrape(second.health_address, "/readyz").status_code == 200, "a standby is ready"
+    server.put_configmap("default", "cm")
+    wait_for(lambda: first_seen.keys, what="the leader's reconcile")
+    assert second_seen.keys == [], "a standby never reconciles"
+    assert first.registry.get_sample_value("leader_election_master_status", {"name": "unit-lock"}) == 1
+    started = time.monotonic()
+    first.stop(timeout=5)
+    assert server.leases[("default", "unit-lock")]["spec"].get("holderIdentity") != "first", (
+        "released on stop"
+    )
+    wait_for(lambda: second.is_leader, what="the takeover")
+    assert time.monotonic() - started < 2.0, "release makes failover faster than the lease duration (3 s)"
+    assert server.leases[("default", "unit-lock")]["spec"]["leaseTransitions"] == 1
+    assert first.api_requests(verb=WRITE_VERBS, resource="leases") >= 2, "created, renewed, released"
+    assert second.api_requests(verb="get", resource="leases") >= 1
+    wait_for(lambda: second_seen.keys, what="the new leader's reconcile")
+
+
+def test_leader_that_loses_the_lease_stops_reconciling(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    seen = Recording()
+    manager = manager_for(
+        server,
+        managers,
+        seen,
+        identity="first",
+        leader_elect=True,
+        lease_duration=3.0,
+        renew_deadline=2.0,
+        retry_period=0.1,
+    )
+    manager.start()
+    assert manager.is_leader
+    with server.cond:  # another candidate wins the lease (e.g. after a network partition)
+        lease = server.leases[("default", "mysql-operator-leader")]
+        lease["spec"].update(holderIdentity="intruder", renewTime=format_micro_time(time.time() + 60))
+        server.rv += 1
+        lease["metadata"]["resourceVersion"] = str(server.rv)
+    wait_for(lambda: not manager.is_leader, what="the step-down")
+    queue = manager.controllers[0].queue
+    assert queue is not None
+    wait_for(lambda: queue.shutting_down, what="the term's queue to shut down")
+    with pytest.raises(LookupError):
+        manager.informer(pykube.ConfigMap)
+    server.put_configmap("default", "after-step-down")
+    time.sleep(0.3)
+    assert Key("default/after-step-down") not in seen.keys
+    assert manager.errors == [] and not manager.wait(0), "losing the lease is not a crash"
+
+
+def test_bad_options_name_the_field() -> None:
+    with pytest.raises(ValueError, match="metrics_port"):
+        ManagerOptions(metrics_port=70000)
+    with pytest.raises(ValueError, match="lease_duration > renew_deadline"):
+        ManagerOptions(leader_elect=True, lease_duration=1, renew_deadline=2)
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "expected"),
+    [
+        ("GET", "https://h/api/v1/namespaces/ns/configmaps?limit=500", ("list", "configmaps")),
+        (
+            "GET",
+            "https://h/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion=5",
+            ("watch", "configmaps"),
+        ),
+        ("GET", "https://h/apis/apps/v1/namespaces/ns/statefulsets/db", ("get", "statefulsets")),
+        (
+            "PATCH",
+            "https://h/apis/db.example.com/v1alpha1/namespaces/ns/mysqlclusters/db/status",
+            ("patch", "mysqlclusters/status"),
+        ),
+        ("PUT", "https://h/apis/coordination.k8s.io/v1/namespaces/default/leases/lock", ("update", "leases")),
+        ("POST", "https://h/api/v1/namespaces/ns/secrets", ("create", "secrets")),
+        ("DELETE", "https://h/apis/batch/v1/namespaces/ns/jobs/backup", ("delete", "jobs")),
+        ("GET", "https://h/api/v1/namespaces/ns", ("get", "namespaces")),
+        ("GET", "https://h/api/v1/namespaces", ("list", "namespaces")),
+        ("GET", "https://h/version", ("get", "")),
+    ],
+)
+def test_request_labels(method: str, url: str, expected: tuple[str, str]) -> None:
+    assert request_labels(method, url) == expected

@@ -1,0 +1,177 @@
+"""CRD and ClusterRole generation: structural schema, and committed files in step with the code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from mysql_operator import manifests, rbac
+from mysql_operator.api import MySQLClusterModel
+from mysql_operator.schema import SchemaError, structural_schema, walk
+from pydantic import BaseModel, Field
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return manifests.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def all_keys(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        keys = set(node)
+        for value in node.values():
+            keys |= all_keys(value)
+        return keys
+    if isinstance(node, list):
+        return set().union(*(all_keys(v) for v in node)) if node else set()
+    return set()
+
+
+def test_schema_has_no_json_schema_only_constructs(schema: dict[str, Any]) -> None:
+    assert not all_keys(schema) & {
+        "$ref",
+        "$defs",
+        "anyOf",
+        "allOf",
+        "oneOf",
+        "title",
+        "additionalProperties",
+    }
+
+
+def test_every_schema_node_has_a_type(schema: dict[str, Any]) -> None:
+    for path, node in walk(schema):
+        assert "type" in node, path
+
+
+def test_optional_fields_are_plain_types_not_nullable(schema: dict[str, Any]) -> None:
+    assert not any(node.get("nullable") for _, node in walk(schema))
+    spec = schema["properties"]["spec"]
+    assert spec["properties"]["resources"]["type"] == "object"
+    assert spec["required"] == ["replicas", "storageSize"]
+    assert schema["required"] == ["spec"]
+
+
+def test_conditions_are_a_list_map_keyed_by_type(schema: dict[str, Any]) -> None:
+    conditions = schema["properties"]["status"]["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    item = conditions["items"]
+    assert set(item["required"]) == {"type", "status", "lastTransitionTime", "reason", "message"}
+    assert item["properties"]["status"]["enum"] == ["True", "False", "Unknown"]
+    assert item["properties"]["lastTransitionTime"]["format"] == "date-time"
+    assert "pattern" in item["properties"]["reason"]
+
+
+def test_storage_size_is_immutable_by_cel(schema: dict[str, Any]) -> None:
+    storage = schema["properties"]["spec"]["properties"]["storageSize"]
+    assert storage["x-kubernetes-validations"] == [
+        {"rule": "self == oldSelf", "message": "storageSize is immutable"}
+    ]
+    assert "pattern" in storage
+
+
+def test_defaults_bounds_and_enums_survive(schema: dict[str, Any]) -> None:
+    spec = schema["properties"]["spec"]["properties"]
+    assert (spec["replicas"]["minimum"], spec["replicas"]["maximum"]) == (1, 9)
+    assert spec["version"]["default"] == "8.0"
+    backup = spec["backup"]["properties"]
+    assert backup["enabled"]["default"] is False
+    assert backup["schedule"]["default"] == "0 2 * * *"
+    assert (backup["retentionDays"]["default"], backup["retentionDays"]["minimum"]) == (7, 1)
+    phase = schema["properties"]["status"]["properties"]["phase"]
+    assert phase["enum"] == ["Pending", "Running", "Failed", "Terminating"]
+    assert spec["replicas"]["description"]
+
+
+def test_metadata_restricts_only_the_name(schema: dict[str, Any]) -> None:
+    metadata = schema["properties"]["metadata"]
+    assert set(metadata) == {"type", "properties"}
+    assert set(metadata["properties"]) == {"name"}
+    assert metadata["properties"]["name"]["maxLength"] == 45
+
+
+def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
+    crd = manifests.crd()
+    assert crd["metadata"]["name"] == "mysqlclusters.db.example.com"
+    assert crd["spec"]["scope"] == "Namespaced"
+    assert crd["spec"]["names"]["shortNames"] == ["mysql"]
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {
+        "Phase": ".status.phase",
+        "Replicas": ".spec.replicas",
+        "Ready": ".status.readyReplicas",
+        "Age": ".metadata.creationTimestamp",
+    }
+
+
+def test_unions_other_than_optional_are_refused() -> None:
+    class Odd(BaseModel):
+        value: int | str
+
+    with pytest.raises(SchemaError, match="value"):
+        structural_schema(Odd)
+
+
+def test_exclusive_bounds_become_openapi_v3_flags() -> None:
+    class Bounded(BaseModel):
+        value: int = Field(gt=0)
+
+    node = structural_schema(Bounded)["properties"]["value"]
+    assert node["minimum"] == 0 and node["exclusiveMinimum"] is True
+
+
+def test_cluster_role_is_the_permission_table() -> None:
+    role = rbac.cluster_role()
+    assert role["metadata"]["name"] == "mysql-operator"
+    rules = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]}
+    assert rules[("db.example.com", "mysqlclusters/status")] == ["patch"]
+    assert rules[("db.example.com", "mysqlclusters/finalizers")] == ["update"]
+    assert rules[("coordination.k8s.io", "leases")] == ["get", "create", "update"]
+    assert "*" not in str(role["rules"])
+    assert rbac.allowed("batch", "jobs", "delete") and not rbac.allowed("", "pods", "delete")
+
+
+def test_samples_are_valid_clusters() -> None:
+    for path in sorted((ROOT / "api" / "samples").glob("*.yaml")):
+        MySQLClusterModel.model_validate(yaml.safe_load(path.read_text()))
+    minimal = yaml.safe_load((ROOT / "api/samples/mysqlcluster_minimal.yaml").read_text())
+    assert minimal["metadata"]["name"] == "sample" and minimal["spec"] == {
+        "replicas": 1,
+        "storageSize": "1Gi",
+    }
+
+
+def run_check(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT)])}
+    return subprocess.run(
+        [sys.executable, "-m", "mysql_operator.manifests", "--check", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_committed_manifests_match_the_code() -> None:
+    result = run_check(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_drift_fails_the_check_with_a_diff(tmp_path: Path) -> None:
+    manifests.write(tmp_path)
+    crd = tmp_path / manifests.CRD_PATH
+    crd.write_text(crd.read_text().replace("maximum: 9", "maximum: 10"))
+    result = run_check(tmp_path)
+    assert result.returncode == 1
+    assert "-                maximum: 10" in result.stdout and "+                maximum: 9" in result.stdout
+    assert "make manifests" in result.stderr

@@ -1,0 +1,171 @@
+"""Child builders: names, labels, owner references, and the settings that protect data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mysql_operator import resources
+from operator_fakes import cluster
+
+COMMON = {
+    "app.kubernetes.io/name": "mysql",
+    "app.kubernetes.io/instance": "db",
+    "app.kubernetes.io/managed-by": "mysql-operator",
+}
+
+
+def live(**spec: Any) -> dict[str, Any]:
+    obj = cluster(**spec)
+    obj["metadata"] |= {"uid": "uid-1", "resourceVersion": "7", "generation": 1}
+    return obj
+
+
+OWNED = [
+    resources.credentials_secret,
+    resources.headless_service,
+    resources.statefulset,
+    resources.backup_cronjob,
+]
+UNOWNED = [resources.backup_pvc, resources.final_backup_job]
+
+
+def container(sts: dict[str, Any]) -> dict[str, Any]:
+    (c,) = sts["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+@pytest.mark.parametrize("build", OWNED + UNOWNED)
+def test_every_child_carries_the_common_labels_in_the_cluster_namespace(build: Any) -> None:
+    meta = build(live())["metadata"]
+    assert meta["labels"].items() >= COMMON.items()
+    assert meta["namespace"] == "ns"
+
+
+@pytest.mark.parametrize("build", OWNED)
+def test_owned_children_have_one_controller_owner_reference(build: Any) -> None:
+    (ref,) = build(live())["metadata"]["ownerReferences"]
+    assert ref == {
+        "apiVersion": "db.example.com/v1alpha1",
+        "kind": "MySQLCluster",
+        "name": "db",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+@pytest.mark.parametrize("build", UNOWNED)
+def test_backup_storage_and_final_job_outlive_the_cluster(build: Any) -> None:
+    assert "ownerReferences" not in build(live())["metadata"]
+
+
+def test_child_names() -> None:
+    names = resources.Names("db")
+    assert (names.secret, names.service, names.statefulset) == ("db-credentials", "db-headless", "db-mysql")
+    assert (names.cronjob, names.backup_pvc, names.final_backup_job) == (
+        "db-backup",
+        "db-backup",
+        "db-final-backup",
+    )
+    assert names.primary_data_pvc == "data-db-mysql-0"
+    assert names.primary_host("ns") == "db-mysql-0.db-headless.ns.svc"
+
+
+def test_secret_holds_a_fresh_random_password() -> None:
+    a = resources.credentials_secret(live())["stringData"][resources.PASSWORD_KEY]
+    b = resources.credentials_secret(live())["stringData"][resources.PASSWORD_KEY]
+    assert a != b and len(a) >= 24
+
+
+def test_statefulset_reads_the_root_password_from_the_secret() -> None:
+    (env,) = container(resources.statefulset(live()))["env"]
+    assert env == {
+        "name": "MYSQL_ROOT_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}},
+    }
+
+
+def test_statefulset_never_deletes_volumes() -> None:
+    spec = resources.statefulset(live())["spec"]
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+
+
+def test_statefulset_follows_the_spec() -> None:
+    spec = resources.statefulset(live(replicas=3, version="8.4", storageSize="5Gi"))["spec"]
+    assert spec["replicas"] == 3 and spec["serviceName"] == "db-headless"
+    assert container({"spec": spec})["image"] == "mysql:8.4"
+    (claim,) = spec["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert "readinessProbe" in container({"spec": spec})
+
+
+def test_statefulset_default_version_is_8_0() -> None:
+    assert container(resources.statefulset(live()))["image"] == "mysql:8.0"
+
+
+def test_resources_are_both_requests_and_limits() -> None:
+    c = container(resources.statefulset(live(resources={"cpu": "500m", "memory": "1Gi"})))
+    wanted = {"cpu": "500m", "memory": "1Gi"}
+    assert c["resources"] == {"requests": wanted, "limits": wanted}
+    c = container(resources.statefulset(live(resources={"memory": "1Gi"})))
+    assert c["resources"] == {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+
+
+def test_no_resources_means_an_empty_block_so_removal_reaches_the_pod() -> None:
+    assert container(resources.statefulset(live()))["resources"] == {}
+
+
+def test_service_is_headless_and_selects_only_database_pods() -> None:
+    svc = resources.headless_service(live())["spec"]
+    sts = resources.statefulset(live())["spec"]
+    assert svc["clusterIP"] == "None"
+    assert svc["ports"][0]["port"] == 3306
+    assert svc["selector"] == sts["selector"]["matchLabels"]
+    assert sts["template"]["metadata"]["labels"].items() >= svc["selector"].items()
+
+
+def test_backup_pods_stay_out_of_the_statefulset_selector() -> None:
+    selector = resources.statefulset(live())["spec"]["selector"]["matchLabels"]
+    cron = resources.backup_cronjob(live(backup={"enabled": True}))
+    job = resources.final_backup_job(live(backup={"enabled": True}))
+    for pod_labels in (
+        cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"],
+        job["spec"]["template"]["metadata"]["labels"],
+    ):
+        assert not pod_labels.items() >= selector.items()
+
+
+def test_cronjob_dumps_the_primary_into_the_backup_pvc_and_prunes() -> None:
+    spec = live(backup={"enabled": True, "schedule": "30 1 * * *", "retentionDays": 3})
+    cron = resources.backup_cronjob(spec)["spec"]
+    assert cron["schedule"] == "30 1 * * *" and cron["concurrencyPolicy"] == "Forbid"
+    pod = cron["jobTemplate"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+    assert env["MYSQL_HOST"] == "db-mysql-0.db-headless.ns.svc"
+    assert env["RETENTION_DAYS"] == "3"
+    assert env["MYSQL_PWD"] == {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}}
+    script = c["command"][-1]
+    assert "mysqldump" in script and "-mtime" in script
+    assert pod["volumes"] == [{"name": "backup", "persistentVolumeClaim": {"claimName": "db-backup"}}]
+
+
+def test_final_backup_archives_the_primary_volume_read_only() -> None:
+    job = resources.final_backup_job(live(backup={"enabled": True}))
+    assert job["spec"]["backoffLimit"] == 0
+    assert job["metadata"]["annotations"] == {resources.CLUSTER_UID_ANNOTATION: "uid-1"}
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    volumes = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"]}
+    assert volumes["data"] == {"claimName": "data-db-mysql-0", "readOnly": True}
+    assert volumes["backup"] == {"claimName": "db-backup"}
+    (c,) = pod["containers"]
+    assert {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True} in c["volumeMounts"]
+    assert "tar" in c["command"][-1]
+
+
+def test_backup_pvc_is_sized_like_a_data_volume() -> None:
+    pvc = resources.backup_pvc(live(storageSize="3Gi", backup={"enabled": True}))
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "3Gi"
