@@ -39,8 +39,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.stash[SESSION_KEY] = ClusterSession(config, resolved)
     config.addinivalue_line(
+        "markers",
+        "envtest_local: needs the local backend (kwok-driven pods, private planes); skipped elsewhere",
+    )
+    config.addinivalue_line(
         "markers", "envtest_private(components=…, job_pods=…): settings of the test's private_cluster"
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    settings_ = config.stash[SESSION_KEY].settings if SESSION_KEY in config.stash else None
+    if settings_ is None or settings_.backend == "local":
+        return
+    skip = pytest.mark.skip(reason=f"needs the local backend (kwok, private planes), not {settings_.backend}")
+    for item in items:
+        if item.get_closest_marker("envtest_local") or "private_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(skip)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -85,6 +85,7 @@ class ClusterSession:
                     name=s.cluster_name,
                     config_file=config_file if config_file.exists() else None,
                     keep=s.keep or self.is_xdist_worker,
+                    kind_path=self.config.getoption("kind_bin", default=None),
                 )
         elif s.keep:
             cluster = self._detached(detached.clusters_root() / s.cluster_name, owner=None)
