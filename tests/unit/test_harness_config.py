@@ -1,0 +1,148 @@
+"""Configuration pieces of the harness that need no cluster: CRD loading, kwok stages, flags,
+component lists, artifact folder names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envtest import artifacts, crds, flags, kwok
+from envtest.controlplane import ALL_COMPONENTS, MINIMAL_COMPONENTS, parse_components
+from envtest.errors import ConfigError, CRDError
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "names": {"plural": "widgets", "kind": "Widget"},
+        "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": True, "storage": True}],
+    },
+}
+
+
+def test_crd_directory_loads_every_document_with_its_file(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(
+        yaml.safe_dump_all([CRD, {**CRD, "metadata": {"name": "b.example.com"}}])
+    )
+    (tmp_path / "notes.txt").write_text("ignored")
+    loaded = crds.load([tmp_path])
+    assert [(p.name, d["metadata"]["name"]) for p, d in loaded] == [
+        ("a.yaml", "widgets.example.com"),
+        ("a.yaml", "b.example.com"),
+    ]
+
+
+def test_crd_invalid_yaml_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed")
+    with pytest.raises(CRDError, match=r"bad\.yaml: not valid YAML"):
+        crds.load([bad])
+
+
+def test_crd_wrong_kind_names_file_and_document(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(
+        yaml.safe_dump_all([CRD, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}])
+    )
+    with pytest.raises(CRDError, match=r"mixed\.yaml \(document 2\): expected kind CustomResourceDefinition"):
+        crds.load([path])
+
+
+def test_crd_old_api_version_is_rejected_before_the_apiserver_sees_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump({**CRD, "apiVersion": "apiextensions.k8s.io/v1beta1"}))
+    with pytest.raises(CRDError, match=r"apiVersion must be apiextensions\.k8s\.io/v1"):
+        crds.load([path])
+
+
+def test_missing_crd_path_is_named(tmp_path: Path) -> None:
+    with pytest.raises(CRDError, match=r"nope\.yaml: no such file"):
+        crds.load([tmp_path / "nope.yaml"])
+
+
+def _stage(name: str, kind: str = "Pod") -> dict[str, object]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {"resourceRef": {"apiGroup": "v1", "kind": kind}},
+    }
+
+
+@pytest.fixture
+def stages_dir(tmp_path: Path) -> Path:
+    layout = {
+        "node/fast": [_stage("node-initialize", "Node")],
+        "node/heartbeat-with-lease": [_stage("node-heartbeat-with-lease", "Node")],
+        "pod/fast": [_stage("pod-ready"), _stage("pod-complete"), _stage("pod-delete")],
+        "volume/fast": [
+            _stage("pvc-provision", "PersistentVolumeClaim"),
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "kwok-volume"}},
+        ],
+    }
+    for folder, docs in layout.items():
+        (tmp_path / folder).mkdir(parents=True)
+        for doc in docs:
+            (tmp_path / folder / f"{doc['metadata']['name']}.yaml").write_text(yaml.safe_dump(doc))  # type: ignore[index]
+        (tmp_path / folder / "kustomization.yaml").write_text("resources: []\n")
+    return tmp_path
+
+
+def test_kwok_complete_mode_loads_every_stage_and_the_storage_class(stages_dir: Path) -> None:
+    stages = list(yaml.safe_load_all(kwok.stage_config(stages_dir, "complete")))
+    assert "pod-complete" in {s["metadata"]["name"] for s in stages}
+    _, objects = kwok.load_stage_documents(stages_dir)
+    assert [o["kind"] for o in objects] == ["StorageClass"]
+
+
+def test_kwok_hold_mode_leaves_job_pods_running(stages_dir: Path) -> None:
+    names = {s["metadata"]["name"] for s in yaml.safe_load_all(kwok.stage_config(stages_dir, "hold"))}
+    assert "pod-complete" not in names
+    assert {"pod-ready", "pod-delete", "node-initialize"} <= names
+
+
+def test_kwok_bad_job_pods_value_and_missing_stage_set_are_clear(stages_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="job_pods must be 'complete' or 'hold'"):
+        kwok.stage_config(stages_dir, "finish")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="kwok stage set missing"):
+        kwok.stage_config(tmp_path / "empty", "complete")
+
+
+def test_flags_later_layers_win_and_none_removes() -> None:
+    argv = flags.render({"a": "1", "b": "2"}, {"b": "3", "c": None}, {"a": None})
+    assert argv == ["--b=3"]
+
+
+def test_apiserver_defaults_bind_loopback_and_use_rbac() -> None:
+    argv = flags.render(flags.APISERVER_FLAGS)
+    assert "--advertise-address=127.0.0.1" in argv
+    assert "--bind-address=127.0.0.1" in argv
+    assert "--authorization-mode=RBAC" in argv
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("all", ALL_COMPONENTS),
+        ("minimal", MINIMAL_COMPONENTS),
+        ("kwok", ("etcd", "kube-apiserver", "kwok")),
+        (["kube-scheduler", "etcd"], ("etcd", "kube-apiserver", "kube-scheduler")),
+    ],
+)
+def test_components_imply_etcd_and_apiserver_in_start_order(value: object, expected: tuple[str, ...]) -> None:
+    assert parse_components(value) == expected  # type: ignore[arg-type]
+
+
+def test_unknown_component_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match=r"unknown component.*kubelet.*valid: etcd, kube-apiserver"):
+        parse_components("etcd,kubelet")
+
+
+def test_artifact_folder_names_are_filesystem_safe() -> None:
+    assert artifacts.sanitize("tests/e2e/test_x.py::test_y[a/b c]") == "tests-e2e-test_x.py-test_y-a-b-c"
+    assert len(artifacts.sanitize("x" * 500)) == 200
