@@ -43,6 +43,9 @@ CONTROLLER_MANAGER_FLAGS: Flags = {
     # Default 5 m: a deleted test namespace would keep its finished pods around for a whole suite.
     "terminated-pod-gc-threshold": "100",
     "concurrent-gc-syncs": "10",
+    # kwok renews the Node's Lease; a renewal delayed on a loaded 2-core machine must not mark the
+    # node NotReady, because kwok never makes Running pods Ready again afterwards.
+    "node-monitor-grace-period": "5m",
     "v": "1",
 }
 

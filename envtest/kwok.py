@@ -95,5 +95,9 @@ def kwok_args(*, kubeconfig: Path, config: Path) -> list[str]:
         # Only the node we create: never adopt a Node that something else registered.
         f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}={NODE_ANNOTATION_VALUE}",
         "--node-ip=127.0.0.1",
+        # The heartbeat-with-lease stage renews node status only every ~10 min and counts on a Lease
+        # for liveness: without one the node lifecycle controller marks the node NotReady after its
+        # grace period (~50 s), and the pods on it stay unready for good.
+        "--node-lease-duration-seconds=40",
         "--cidr=10.244.0.1/16",
     ]

@@ -2,7 +2,8 @@
 
 Fixtures: `cluster` (session), `kube` (pykube-ng), `k8s` (kubernetes ApiClient), `namespace`
 (fresh per test), `operator` (the operator under test, in-process, in the test's namespace, as its
-own ServiceAccount), `private_cluster` (a control plane of the test's own, for disruptive tests).
+own ServiceAccount), `private_cluster` (a control plane of the test's own, for disruptive tests),
+`faults` (a fault-injecting proxy the test's operators talk through).
 
 Under xdist one local control plane serves every worker: the first worker to need it starts it
 under a FileLock beside the run's base temp dir, detached; only the xdist controller stops it.
@@ -20,6 +21,7 @@ from envtest.testctx import TestContext
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
+    from envtest.faults import FaultProxy
     from envtest.runner import OperatorRunner
 
 CTX_KEY = pytest.StashKey[TestContext]()
@@ -138,11 +140,18 @@ def envtest_operator_factory(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def operator(
-    envtest_context: TestContext, cluster: Cluster, namespace: str, envtest_operator_factory: Any
+    request: pytest.FixtureRequest,
+    envtest_context: TestContext,
+    cluster: Cluster,
+    namespace: str,
+    envtest_operator_factory: Any,
 ) -> Iterator[OperatorRunner]:
     """The operator running in-process, scoped to `namespace`, as ServiceAccount `envtest-operator`
     bound only to the operator's ClusterRole. Teardown: delete the test's custom resources while
-    it still runs (so finalizers are processed), then stop it; a crash fails the test."""
+    it still runs (so finalizers are processed), then stop it; a crash fails the test.
+    With `faults` also requested it talks through the fault proxy, as client "operator"."""
+    if "faults" in request.fixturenames:
+        request.getfixturevalue("faults")  # set up first, so the proxy outlives the operator
     runner = envtest_context.start_operator(cluster, namespace, envtest_operator_factory)
     yield runner
     envtest_context.stop_operator(cluster, runner)
@@ -160,3 +169,23 @@ def private_cluster(request: pytest.FixtureRequest, envtest_context: TestContext
     finally:
         envtest_context.private = None
         cluster.close()
+
+
+@pytest.fixture
+def faults(request: pytest.FixtureRequest, envtest_context: TestContext) -> Iterator[FaultProxy]:
+    """A fault-injecting TLS proxy in front of the test's apiserver (`private_cluster` when the test
+    uses one, else `cluster`). Operators the test starts afterwards (the `operator` fixture,
+    `envtest_context.start_operator`) talk through it; add rules with `faults.add(Rule(...))`."""
+    from envtest.faults import FaultProxy
+
+    name = "private_cluster" if "private_cluster" in request.fixturenames else "cluster"
+    cluster: Cluster = request.getfixturevalue(name)
+    log_path = envtest_context.log_dir() / "faults.log"
+    proxy = FaultProxy.for_cluster(cluster, log_path=log_path).start()
+    envtest_context.extra_log_paths["faults"] = log_path
+    envtest_context.faults = proxy
+    try:
+        yield proxy
+    finally:
+        envtest_context.faults = None
+        proxy.stop()

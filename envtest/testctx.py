@@ -18,6 +18,7 @@ from envtest.errors import EnvtestError
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
+    from envtest.faults import FaultProxy
     from envtest.runner import OperatorRunner
     from envtest.session import ClusterSession
 
@@ -40,6 +41,8 @@ class TestContext:
         self.operator_logs: list[Path] = []
         self.extra_log_paths: dict[str, Path] = {}
         self.private: Cluster | None = None
+        self.faults: FaultProxy | None = None
+        """The test's fault proxy (the `faults` fixture): operators started later talk through it."""
         self.artifacts: Path | None = None
         self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
 
@@ -90,7 +93,11 @@ class TestContext:
 
         began = time.monotonic()
         kubeconfig = self.operator_kubeconfig(cluster, namespace)
-        log_path = self._log_dir() / f"{name}-{len(self.operator_logs)}.log"
+        if self.faults is not None and self.faults.fronts(cluster):
+            # `name` labels this instance in the proxy's counters, rules and kill switch.
+            proxied = self.log_dir() / f"{namespace}-{name}.proxy.kubeconfig"
+            kubeconfig = self.faults.kubeconfig_for(kubeconfig, proxied, client=name)
+        log_path = self.log_dir() / f"{name}-{len(self.operator_logs)}.log"
         self.operator_logs.append(log_path)
         runner = OperatorRunner(
             factory,
@@ -117,11 +124,13 @@ class TestContext:
         }
         objects.apply(cluster.session, cluster.server, binding)
         return cluster.identity_kubeconfig(
-            namespace, OPERATOR_SERVICE_ACCOUNT, self._log_dir() / f"{namespace}.kubeconfig"
+            namespace, OPERATOR_SERVICE_ACCOUNT, self.log_dir() / f"{namespace}.kubeconfig"
         )
 
     def stop_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:
         began = time.monotonic()
+        if self.faults is not None:
+            self.faults.clear()  # the faults belong to the test body, not to the cleanup of its CRs
         try:
             if runner.namespace and not runner.errors:
                 left = objects.delete_custom_resources(
@@ -158,7 +167,7 @@ class TestContext:
         )
         return self.artifacts
 
-    def _log_dir(self) -> Path:
+    def log_dir(self) -> Path:
         base = self.session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
         path = base / "envtest-tests" / re.sub(r"[^A-Za-z0-9_.-]+", "-", self.nodeid)[-120:]
         path.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from .api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION, parse_spec
 from .client import CONFLICT, INVALID, NOT_FOUND, error_code
 from .kinds import Job, MySQLCluster, PersistentVolumeClaim, StatefulSet
 from .runtime.types import Result
-from .status import ChildBlocked, Problem, compute_status
+from .status import DEGRADED, ChildBlocked, Problem, compute_status, condition
 
 if TYPE_CHECKING:
     from .reconciler import MySQLClusterReconciler
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 JobState = Literal["running", "succeeded", "failed"]
+
+FAILED = "FinalBackupFailed"
 
 POLL_SECONDS = 5.0
 """How often a running final backup is looked at."""
@@ -59,6 +61,19 @@ def failure_message(job: Obj) -> str:
     return "its pod failed"
 
 
+def earlier_failure(cluster: Obj) -> list[Problem]:
+    """The failure of an earlier final backup, while its retry runs.
+
+    The failed Job was deleted to make room for the retry, so the Degraded condition written when it
+    failed is the only record left; without this the next pass would report "no problems" and the
+    failure would show in status for a few milliseconds (until the retry's Job was created).
+    """
+    degraded = condition(cluster.get("status"), DEGRADED) or {}
+    if degraded.get("status") == "True" and degraded.get("reason") == FAILED:
+        return [Problem(FAILED, str(degraded.get("message", "")), fatal=False)]
+    return []
+
+
 class FinalBackup:
     """The deletion half of the reconciler; shares its client, events and status writer."""
 
@@ -73,6 +88,7 @@ class FinalBackup:
         if wants_final_backup(cluster):
             problems, wait = self._run(cluster)
             if wait is not None:
+                problems = problems or earlier_failure(cluster)
                 sts_name = resources.Names(meta["name"]).statefulset
                 sts = self.r.client.get(StatefulSet, meta["namespace"], sts_name)
                 status = compute_status(cluster, sts, problems, deleting=True, now=self.r.now())
@@ -137,7 +153,7 @@ class FinalBackup:
             return [], None
         message = f"final backup Job {names.final_backup_job} failed ({failure_message(job)}); retrying"
         log.warning("final backup failed", extra={"cluster": meta["name"], "namespace": namespace})
-        return [Problem("FinalBackupFailed", message, fatal=False)], Result(requeue=True)
+        return [Problem(FAILED, message, fatal=False)], Result(requeue=True)
 
     def _start(self, cluster: Obj) -> tuple[list[Problem], Result | None]:
         job = resources.final_backup_job(cluster)

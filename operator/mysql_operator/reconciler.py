@@ -60,6 +60,10 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts) or "spec is invalid"
 
 
+class ClusterGoing(Exception):
+    """The cluster this pass read is being deleted (or is gone): stop writing children for it."""
+
+
 def controller_of(obj: Obj) -> Obj | None:
     refs = obj["metadata"].get("ownerReferences") or []
     return next((r for r in refs if r.get("controller")), None)
@@ -108,7 +112,11 @@ class MySQLClusterReconciler:
             )
             return self._stop(cluster, Problem("InvalidSchedule", message))
 
-        problems, sts = self._ensure_children(cluster, spec)
+        try:
+            problems, sts = self._ensure_children(cluster, spec)
+        except ClusterGoing:
+            # The deletion's watch event brings the key back anyway; the requeue only makes sure.
+            return Result(requeue=True)
         self.write_status(cluster, compute_status(cluster, sts, problems, now=self.now()))
         return Result(requeue_after=BLOCKED_RETRY_SECONDS) if problems else Result()
 
@@ -220,6 +228,13 @@ class MySQLClusterReconciler:
                 "delete it or rename the cluster"
             )
             raise ChildBlocked(Problem("ChildConflict", message))
+        # Adopt only for a cluster a fresh read shows alive (kube's ControllerRefManager rechecks the
+        # deletionTimestamp the same way). An orphan may be the garbage collector's work for a
+        # `propagationPolicy: Orphan` deletion that began after this pass read the cluster; adopting it
+        # back would hand it to the garbage collector as soon as the cluster is gone.
+        fresh = self.client.get(MySQLCluster, live["metadata"]["namespace"], cluster["metadata"]["name"])
+        if fresh is None or fresh["metadata"]["uid"] != uid or fresh["metadata"].get("deletionTimestamp"):
+            raise ClusterGoing(f"not adopting {kind.kind} {name}: the cluster is being deleted")
         refs = [r for r in live["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
         return {"metadata": {"ownerReferences": [*refs, resources.owner_reference(cluster)]}}
 

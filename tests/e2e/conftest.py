@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import requests
+from mysqlkit import MySQLClusters
 
 
 class Api:
@@ -56,3 +57,9 @@ def api(cluster: Any) -> Api:
 @pytest.fixture
 def make_api() -> Callable[[Any], Api]:
     return lambda cluster: Api(cluster.session, cluster.server)
+
+
+@pytest.fixture
+def mysql(api: Api, namespace: str) -> MySQLClusters:
+    """The MySQLClusters of the test's namespace and their children."""
+    return MySQLClusters(api, namespace)

@@ -40,7 +40,8 @@ def run() -> Iterator[Any]:
     started: list[Informer] = []
 
     def _run(api: FakeApi, **kwargs: Any) -> tuple[Informer, Recorder]:
-        informer = Informer(pykube.ConfigMap, lambda: api, backoff_base=0.001, **kwargs)
+        kwargs.setdefault("backoff_base", 0.001)
+        informer = Informer(pykube.ConfigMap, lambda: api, **kwargs)
         recorder = Recorder()
         informer.add_handler(recorder)
         informer.start()
@@ -119,6 +120,17 @@ def test_connection_drop_resumes_from_the_last_resource_version(run: Any) -> Non
     assert recorder.wait(2) == [("ADDED", "x", "6"), ("MODIFIED", "x", "7")]
     assert [c["resourceVersion"] for c in api.watch_calls()[:2]] == ["5", "6"]
     assert informer.relists == 1, "a dropped connection resumes; it does not relist"
+
+
+def test_drops_after_delivered_events_do_not_escalate_the_backoff(run: Any) -> None:
+    # Each watch delivers an event, then drops: every reconnect is a first retry (backoff_base),
+    # not the n-th in a row (0.2 s * 2^n would take 12 s for six drops).
+    script = [list_response([], rv="1")]
+    script += [FakeResponse(lines=[event("ADDED", obj(f"x{i}", str(i + 2)))], then="drop") for i in range(6)]
+    began = time.monotonic()
+    _, recorder = run(FakeApi(script), backoff_base=0.2)
+    recorder.wait(6)
+    assert time.monotonic() - began < 4.0
 
 
 def test_clean_end_of_a_watch_resumes_from_the_last_resource_version(run: Any) -> None:

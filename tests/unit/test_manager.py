@@ -267,3 +267,9 @@ def test_bad_options_name_the_field() -> None:
 )
 def test_request_labels(method: str, url: str, expected: tuple[str, str]) -> None:
     assert request_labels(method, url) == expected
+
+
+def test_request_labels_behind_a_server_path_prefix() -> None:
+    url = "https://h/gateway/c1/apis/apps/v1/namespaces/ns/statefulsets/db"
+    assert request_labels("GET", url, base_path="/gateway/c1/") == ("get", "statefulsets")
+    assert request_labels("GET", url) == ("get", "")

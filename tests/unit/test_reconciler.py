@@ -140,6 +140,33 @@ def test_already_exists_on_create_is_adopted_without_a_duplicate(
     assert [w for w in kube.writes if w[1] == "services"] == [("patch", "services", "db-headless")]
 
 
+def test_orphan_is_not_adopted_back_while_the_cluster_is_being_deleted(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    real_get = kube.get
+    reads: list[str] = []
+
+    def deleted_after_first_read(kind, namespace, name):  # type: ignore[no-untyped-def]
+        obj = real_get(kind, namespace, name)
+        if kind is MySQLCluster and not reads:
+            reads.append(name)
+            # propagationPolicy=Orphan right after this pass read the cluster: our finalizer holds it,
+            # and the garbage collector has taken our reference off the Service.
+            kube.delete(MySQLCluster, "ns", "db")
+            kube.objects[("services", "ns", "db-headless")]["metadata"].pop("ownerReferences")
+        return obj
+
+    kube.get = deleted_after_first_read  # type: ignore[method-assign]
+    writes = len(kube.writes)
+
+    assert reconciler.reconcile(KEY) == Result(requeue=True)
+
+    assert "ownerReferences" not in kube.peek(Service, "ns", "db-headless")["metadata"]  # type: ignore[index]
+    assert kube.writes[writes:] == [("delete", "mysqlclusters", "db")]  # the test's own, nothing else
+
+
 def test_child_controlled_by_another_owner_is_reported_not_taken(
     reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
 ) -> None:
@@ -319,6 +346,25 @@ def test_final_backup_failure_is_degraded_and_retried_with_a_new_job(
     assert FINALIZER in obj["metadata"]["finalizers"]
     assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)
     assert kube.peek(Job, "ns", "db-final-backup") is not None
+
+
+def test_final_backup_failure_stays_degraded_while_the_retry_runs(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    with_data_volume(kube)
+    deleted_cluster(kube, reconciler, backup={"enabled": True})
+    reconciler.reconcile(KEY)
+    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "limit"}
+    kube.set_status(Job, "ns", "db-final-backup", {"failed": 1, "conditions": [failed]})
+    reconciler.reconcile(KEY)
+    reported = condition(live_cluster(kube)["status"], "Degraded")
+    writes = len(kube.writes)
+
+    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)  # the retry's Job is created
+    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)  # and still running
+
+    assert condition(live_cluster(kube)["status"], "Degraded") == reported
+    assert len(kube.writes) == writes + 1, "only the retry's Job is written, no status flip"
 
 
 def test_skip_annotation_removes_the_finalizer_without_a_backup(

@@ -83,14 +83,19 @@ def raise_for_status(response: requests.Response) -> None:
     raise exc
 
 
-def request_labels(method: str, url: str) -> tuple[str, str]:
+def request_labels(method: str, url: str, base_path: str = "") -> tuple[str, str]:
     """(verb, resource) of a request, as Kubernetes audit logs name them.
 
     resource includes the subresource ("mysqlclusters/status"); non-resource paths (/version,
-    discovery) give resource "".
+    discovery) give resource "". `base_path` is the path of the kubeconfig's server URL (e.g. behind
+    a proxy or a Rancher-style gateway), which precedes /api and /apis.
     """
     parts = urlsplit(url)
-    segments = [s for s in parts.path.split("/") if s]
+    path = parts.path
+    base_path = base_path.rstrip("/")
+    if base_path and path.startswith(base_path + "/"):
+        path = path[len(base_path) :]
+    segments = [s for s in path.split("/") if s]
     query = parse_qs(parts.query)
     watch = query.get("watch", [""])[0] in ("true", "1")
     if segments[:1] == ["api"]:
@@ -120,9 +125,11 @@ def request_labels(method: str, url: str) -> tuple[str, str]:
 def instrument(client: pykube.HTTPClient, count: Callable[[str, str, str], Any]) -> pykube.HTTPClient:
     """Count every request of `client` with `count(verb, resource, code)` and keep error details."""
 
+    base_path = urlsplit(str(client.url)).path
+
     def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
         request = response.request
-        verb, resource = request_labels(request.method or "GET", request.url or "")
+        verb, resource = request_labels(request.method or "GET", request.url or "", base_path)
         count(verb, resource, str(response.status_code))
 
     client.session.hooks["response"].append(hook)

@@ -100,6 +100,7 @@ class Informer:
         self._synced = threading.Event()  # set once the first list's events were delivered
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watch_was_healthy = False  # the current/last watch delivered something before it ended
         self.relists = 0
         """Lists done so far (1 after the initial sync); a count tests and debugging can read."""
 
@@ -187,6 +188,10 @@ class Informer:
             except _RETRYABLE as exc:
                 if self._stop.is_set():
                     return
+                if self._watch_was_healthy:
+                    # A drop after a good stretch is a first failure, not one more in a row: else
+                    # drops more often than the watch timeout add up to backoff_max of blindness.
+                    failures = 0
                 log.warning(
                     "%s of %s failed: %s; retrying", "list" if need_list else "watch", self.kind.kind, exc
                 )
@@ -248,6 +253,7 @@ class Informer:
         if self._rv:
             params["resourceVersion"] = self._rv
         started, received = time.monotonic(), 0
+        self._watch_was_healthy = False
         response = self._request(params, read_timeout=self.watch_timeout + 10.0)
         try:
             if response.status_code == GONE:
@@ -258,6 +264,7 @@ class Informer:
                     raise _Stopped()
                 if line:
                     received += 1
+                    self._watch_was_healthy = True
                     self._apply(json.loads(line))
         finally:
             self._release(response)

@@ -1,0 +1,197 @@
+"""Reliability against a misbehaving apiserver (the fault proxy between operator and apiserver):
+conflicts, lost replies, throttling and server errors, broken watches, and quiet steady state.
+Each scenario ends with `Scenario.finish()`: converged, no duplicate or orphaned child, finalizers
+removed on delete."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from reliability_support import Scenario
+
+from envtest import consistently, eventually
+from envtest.faults import (
+    WRITE_VERBS,
+    CutWatch,
+    DropReply,
+    ExpireWatch,
+    FaultProxy,
+    Rule,
+    conflict,
+    internal_error,
+    not_found,
+    too_many_requests,
+    unavailable,
+)
+from envtest.runner import OperatorRunner
+
+
+def test_baseline_converges_without_faults(
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+) -> None:
+    # The fault-free runs the benchmark compares each fault with: create, spec change, delete.
+    # A fresh plane's first pods are slow (scheduler, volume binding): warm it up unmeasured.
+    scenario.create("warm-up")
+    scenario.wait_running()
+    scenario.settle()
+    scenario.mark()
+    scenario.create("db")
+    scenario.record("none: create", scenario.wait_running(["db"]), compare="create")
+    scenario.settle()
+    scenario.mark()
+    scenario.scale("db", 2)
+    scenario.record("none: spec change", scenario.wait_running(["db"]), compare="change")
+    scenario.assert_children()
+    scenario.settle()
+    scenario.mark()
+    scenario.delete_all(["db"])
+    scenario.record("none: delete", scenario.began_ago(), compare="delete")
+    scenario.delete_all()
+    assert faults.injections() == 0
+
+
+def test_conflicts_on_every_kind_of_write_are_retried_with_backoff(
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+) -> None:
+    finalizer = faults.add(Rule(conflict(), verb="patch", resource="mysqlclusters", subresource="", times=3))
+    status = faults.add(Rule(conflict(), verb="patch", resource="mysqlclusters/status", times=3))
+    scenario.mark()
+    scenario.create("db")
+    seconds = scenario.wait_running()
+    assert (finalizer.fired, status.fired) == (3, 3)
+    scenario.record("409 Conflict x3 on the finalizer patch and x3 on /status", seconds, compare="create")
+
+    # A spec change makes the operator patch its StatefulSet: conflict on that too.
+    child = faults.add(Rule(conflict(), verb=("patch", "update"), resource="statefulsets", times=3))
+    scenario.settle()
+    scenario.mark()
+    scenario.scale("db", 2)
+    seconds = scenario.wait_running()
+    assert child.fired == 3
+    scenario.record("409 Conflict x3 on the StatefulSet patch", seconds, compare="change")
+
+    # Removing the finalizer on delete is a patch of the cluster as well.
+    removal = faults.add(Rule(conflict(), verb="patch", resource="mysqlclusters", subresource="", times=2))
+    scenario.assert_children()
+    scenario.delete_all()
+    assert removal.fired == 2
+
+
+def test_lost_create_reply_is_adopted_not_duplicated(
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+) -> None:
+    # Every child create is applied by the apiserver but its reply never arrives. For the StatefulSet
+    # the reads that follow are stale (404) too, so the operator creates again and meets the
+    # apiserver's own AlreadyExists: that must mean "adopt", not "fail" and not "make another".
+    drops = faults.add(
+        Rule(DropReply(), verb="create", resource=("statefulsets", "services", "secrets"), times=3)
+    )
+    stale = faults.add(Rule(not_found(), verb="get", resource="statefulsets", name="db-mysql", times=2))
+    scenario.mark()
+    scenario.create("db")
+    seconds = scenario.wait_running()
+    assert drops.fired == 3 and stale.fired == 2
+    assert faults.requests(verb="create", resource="statefulsets") == 2
+    # The second create got the apiserver's own 409 AlreadyExists, and the operator saw it as such.
+    assert faults.requests(verb="create", resource="statefulsets", code=409) == 1
+    manager: Any = operator.operator
+    assert manager.api_requests(verb="create", resource="statefulsets", code="409") == 1
+    scenario.record(
+        "create applied, reply lost (x3; + stale read → AlreadyExists)", seconds, compare="create"
+    )
+    scenario.finish()
+
+
+def _burst(faults: FaultProxy, rule: Rule, seconds: float, change: Callable[[], object]) -> int:
+    """`change` made while `rule` is in place for `seconds`; how many requests the rule caught."""
+    faults.add(rule)
+    change()
+    time.sleep(seconds)
+    faults.remove(rule)
+    return rule.matched
+
+
+def test_throttling_and_server_errors_are_backed_off_not_hot_looped(
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+) -> None:
+    # Only the reconciler's own calls fail; informers keep watching, so the only retries are its own.
+    calls: dict[str, Any] = {
+        "verb": ("get", *WRITE_VERBS),
+        "resource": ("mysqlclusters", "statefulsets"),
+        "client": "operator",
+    }
+    scenario.mark()
+    # Retry-After: 1 honoured means about one attempt per second, whatever the base backoff is.
+    throttle = Rule(too_many_requests(retry_after=1), **calls)
+    throttled = _burst(faults, throttle, 3.0, lambda: scenario.create("db"))
+    assert 1 <= throttled <= 5, f"{throttled} requests in a 3 s burst of 429 with Retry-After: 1"
+    seconds = scenario.wait_running()
+    scenario.record("429 (Retry-After: 1) for 3 s", seconds, compare="create", caught=throttled)
+
+    # 5xx carry no Retry-After: the per-key exponential backoff alone must keep the rate down.
+    for replicas, answer in [(2, internal_error()), (3, unavailable())]:
+        scenario.settle()
+        scenario.mark()
+        caught = _burst(faults, Rule(answer, **calls), 2.0, lambda r=replicas: scenario.scale("db", r))
+        # 5 ms doubling gives ~9 tries in 2 s; a hot loop would make hundreds.
+        assert 1 <= caught <= 20, f"{caught} requests in a 2 s burst of HTTP {answer.code}"
+        seconds = scenario.wait_running()
+        scenario.record(f"HTTP {answer.code} for 2 s", seconds, compare="change", caught=caught)
+    scenario.finish()
+
+
+def test_cut_and_expired_watches_lose_no_event(
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+) -> None:
+    # Churn: the next watches of every kind are cut after one event or one second.
+    churn = faults.add(Rule(CutWatch(after_events=1, after_seconds=1.0), verb="watch", times=8))
+    faults.disconnect_watches()
+    scenario.mark()
+    scenario.create("db")
+    scenario.wait_running()
+    faults.remove(churn)
+
+    # Cut the cluster watch and hold its reconnect while the spec changes: it must resume from
+    # the last resourceVersion and deliver the change made in the gap.
+    held = Rule(verb="watch", resource="mysqlclusters", latency=2.0, times=1)
+    _change_during_gap(faults, scenario, held, replicas=2)
+    scenario.record("watch cut, spec changed while disconnected", scenario.wait_running(), compare="change")
+
+    # Same gap, but the reconnect is answered 410 Expired: relist, and find the change there.
+    expired = Rule(ExpireWatch(), verb="watch", resource="mysqlclusters", latency=2.0, times=1)
+    _change_during_gap(faults, scenario, expired, replicas=3)
+    seconds = scenario.wait_running()
+    scenario.record("watch expired (ERROR 410), spec changed in the gap", seconds, compare="change")
+    assert churn.fired == 8 and held.fired == 1 and expired.fired == 1
+    scenario.finish()
+
+
+def _change_during_gap(faults: FaultProxy, scenario: Scenario, rule: Rule, replicas: int) -> None:
+    eventually(lambda: faults.open_watches("mysqlclusters") >= 1 or _fail("no cluster watch open"))
+    faults.add(rule)
+    assert faults.disconnect_watches(resource="mysqlclusters") >= 1
+    # The informer reconnects and the proxy holds that request: the change lands in the gap.
+    eventually(lambda: rule.fired == 1 or _fail("the operator did not re-watch"), interval=0.02)
+    scenario.mark()
+    scenario.scale("db", replicas)
+
+
+def _fail(message: str) -> bool:
+    raise AssertionError(message)
+
+
+def test_steady_state_sends_no_writes(
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+) -> None:
+    for name in ("db-a", "db-b"):
+        scenario.create(name, replicas=2)
+    scenario.wait_running()
+    before = faults.writes()
+
+    def no_writes() -> None:
+        assert faults.writes() == before, f"writes once converged: {faults.counts()}"
+
+    consistently(no_writes, duration=10.0, interval=0.5)
+    scenario.finish()

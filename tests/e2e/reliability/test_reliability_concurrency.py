@@ -1,0 +1,117 @@
+"""Reliability with other writers around: a user editing the cluster while it is reconciled, and two
+operator replicas with leader election (one reconciles, the other takes over when it dies)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from typing import Any
+
+from mysql_operator.app import build_manager
+from reliability_support import Scenario
+
+from envtest import Cluster, eventually
+from envtest.faults import WRITE_VERBS, FaultProxy
+from envtest.runner import OperatorRunner
+from envtest.testctx import TestContext
+
+LEASE = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 0.5}
+"""Short leader-election timings (defaults 15/10/2 s), so a takeover fits in a test."""
+
+
+def test_concurrent_spec_edits_converge_to_the_latest_spec(
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+) -> None:
+    scenario.create("db")
+    scenario.wait_running()
+    stop, edits = threading.Event(), [0]
+
+    def writer() -> None:
+        rng = random.Random(7)
+        while not stop.is_set():
+            scenario.scale("db", rng.randint(1, 4))
+            edits[0] += 1
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=writer, name="concurrent-writer", daemon=True)
+    scenario.settle()
+    scenario.mark()
+    thread.start()
+    time.sleep(4.0)
+    stop.set()
+    thread.join(5)
+    scenario.scale("db", 3)  # the last word
+    last_word = time.monotonic()
+    scenario.wait_running()  # checks generation, readyReplicas and the StatefulSet
+    seconds = time.monotonic() - last_word
+    manager: Any = operator.operator
+    conflicts = int(manager.api_requests(code="409"))
+    fault = "another writer edits the spec for 4 s (timed from its last edit)"
+    scenario.record(fault, seconds, compare="change", edits=edits[0], conflicts=conflicts)
+    assert edits[0] > 10, "the writer hardly wrote: nothing concurrent was tested"
+    scenario.finish()
+
+
+def _candidate(identity: str) -> Any:
+    """A factory for one replica of the operator with leader election in its namespace."""
+
+    def factory(api_factory: Any, namespace: str | None = None) -> Any:
+        manager = build_manager(
+            api_factory,
+            namespace=namespace,
+            leader_elect=True,
+            leader_election_namespace=namespace or "default",
+            identity=identity,
+        )
+        manager.options = dataclasses.replace(manager.options, **LEASE)  # validated again
+        return manager
+
+    return factory
+
+
+def _reconciler_writes(faults: FaultProxy, client: str) -> int:
+    """Writes other than the election's own Lease renewals."""
+    return faults.requests(verb=WRITE_VERBS, client=client) - faults.writes(client, resource="leases")
+
+
+def test_leader_failover_one_reconciler_at_a_time_and_nothing_lost(
+    faults: FaultProxy,
+    envtest_context: TestContext,
+    cluster: Cluster,
+    namespace: str,
+    scenario: Scenario,
+) -> None:
+    a = envtest_context.start_operator(cluster, namespace, _candidate("a"), name="a")
+    b = envtest_context.start_operator(cluster, namespace, _candidate("b"), name="b")
+    leader, standby = (a, b) if a.operator.is_leader else (b, a)  # type: ignore[union-attr]
+    lead, stand = ("a", "b") if leader is a else ("b", "a")
+    try:
+        scenario.create("db-1")
+        scenario.wait_running()
+        assert _reconciler_writes(faults, lead) > 0
+        assert _reconciler_writes(faults, stand) == 0, "the standby wrote while not leading"
+
+        # The leader dies without a word: no lease release, its connections just stop.
+        faults.kill_client(lead)
+        killed = time.monotonic()
+        scenario.mark()
+        scenario.scale("db-1", 2)
+        scenario.create("db-2")
+        eventually(lambda: standby.operator.is_leader or _fail(f"{stand} not leading"), timeout=15)  # type: ignore[union-attr]
+        takeover = time.monotonic() - killed
+        # It waits for the old lease to expire (renewTime + duration), then at most one retry period.
+        assert takeover <= LEASE["lease_duration"] + 2 * LEASE["retry_period"] + 1.0
+        seconds = scenario.wait_running()
+        fault = "leader killed (lease 4 s), spec changed + cluster created"
+        scenario.record(fault, seconds, compare="change", takeover=round(takeover, 3))
+        assert _reconciler_writes(faults, stand) > 0
+        scenario.finish()
+    finally:
+        leader.stop(timeout=2)
+        envtest_context.stop_operator(cluster, standby)
+
+
+def _fail(message: str) -> bool:
+    raise AssertionError(message)
