@@ -14,6 +14,9 @@ from kubernetes import client as k8s_client
 
 from envtest import assert_matches, eventually
 
+# kwok-driven pods, private planes or local binaries: skipped on other backends.
+pytestmark = pytest.mark.envtest_local
+
 
 def test_configmap_round_trip_with_pykube(kube: pykube.HTTPClient, namespace: str) -> None:
     pykube.ConfigMap(

@@ -9,11 +9,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from mysqlkit import FINALIZER, SKIP_FINAL_BACKUP, MySQLClusters, sample
 
 from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
 from envtest.clusters import Cluster
 from envtest.testctx import TestContext
+
+# kwok-driven pods, private planes or local binaries: skipped on other backends.
+pytestmark = pytest.mark.envtest_local
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 FULL = sample("mysqlcluster_full.yaml")

@@ -10,6 +10,9 @@ import pytest
 
 from envtest import binaries, eventually
 
+# kwok-driven pods, private planes or local binaries: skipped on other backends.
+pytestmark = pytest.mark.envtest_local
+
 pytest_plugins = ["pytester"]
 
 
