@@ -14,29 +14,30 @@ import shutil
 import sys
 from pathlib import Path
 
-from envtest import binaries, detached
-from envtest.controlplane import ALL_COMPONENTS, parse_components
+from envtest import binaries
 from envtest.errors import EnvtestError
+from envtest.plane import supervisor
+from envtest.plane.controlplane import ALL_COMPONENTS, parse_components
 
 
 def _state_dir(name: str) -> Path:
-    return detached.clusters_root() / name
+    return supervisor.clusters_root() / name
 
 
-def _exports(state: detached.PlaneState) -> str:
+def _exports(state: supervisor.PlaneState) -> str:
     return f"export KUBECONFIG={shlex.quote(state.kubeconfig)}"
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     state_dir = _state_dir(args.name)
-    existing = detached.read_state(state_dir)
+    existing = supervisor.read_state(state_dir)
     if existing is not None:
         print(f"# control plane {args.name!r} is already running (pid {existing.pid})", file=sys.stderr)
         print(_exports(existing))
         return 0
     components = parse_components(args.components)
     print(f"# starting {', '.join(components)}; log: {state_dir / 'supervisor.log'}", file=sys.stderr)
-    state = detached.launch(
+    state = supervisor.launch(
         state_dir,
         name=args.name,
         components=components,
@@ -60,17 +61,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    names = [p.name for p in detached.clusters_root().glob("*")] if args.all else [args.name]
+    names = [p.name for p in supervisor.clusters_root().glob("*")] if args.all else [args.name]
     for name in names:
         state_dir = _state_dir(name)
-        stopped = detached.stop(state_dir)
+        stopped = supervisor.stop(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
         print(f"{name}: {'stopped' if stopped else 'was not running'}", file=sys.stderr)
     return 0
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    state = detached.read_state(_state_dir(args.name))
+    state = supervisor.read_state(_state_dir(args.name))
     if state is None:
         print(
             f"envtest: no running control plane named {args.name!r}; start one with `envtest up`",
@@ -82,8 +83,8 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    for state_dir in sorted(detached.clusters_root().glob("*")):
-        state = detached.read_state(state_dir)
+    for state_dir in sorted(supervisor.clusters_root().glob("*")):
+        state = supervisor.read_state(state_dir)
         status = f"running pid {state.pid} {state.server} v{state.version}" if state else "stopped"
         print(f"{state_dir.name}\t{status}")
     return 0
@@ -91,7 +92,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_binaries(args: argparse.Namespace) -> int:
     if args.action == "install":
-        paths = binaries.install(version=args.k8s_version, offline=args.offline or None, force=args.force)
+        paths = binaries.install(
+            args.names or binaries.DEFAULT_INSTALL,
+            version=args.k8s_version,
+            offline=args.offline or None,
+            force=args.force,
+        )
         for name, path in paths.items():
             print(f"{name}\t{path}")
     elif args.action == "path":

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # heavy imports stay out of `pytest --help`
     import pykube
     import requests
 
-    from envtest.controlplane import ControlPlane
+    from envtest.plane.controlplane import ControlPlane
 
 
 class Cluster:

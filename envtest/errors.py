@@ -33,3 +33,19 @@ class StopError(EnvtestError):
 
 class CRDError(EnvtestError):
     """A CRD file is invalid or the CRD did not become Established/served; the message names the file."""
+
+
+class UsageProblem(ConfigError):
+    """A bad pytest option, ini value or file named in them; the plugin turns it into pytest.UsageError."""
+
+
+class OperatorFailed(EnvtestError):
+    """The operator under test crashed (an exception escaped its threads) or would not stop."""
+
+
+class EnvtestWarning(UserWarning):
+    """Something a test left behind that the harness had to force (e.g. a stuck finalizer)."""
+
+
+class FinalizerStuck(EnvtestWarning):
+    """A test's custom resource kept its finalizers after teardown deleted it with the operator running."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from envtest import ControlPlane, LocalCluster, objects
-from envtest.process import ManagedProcess
+from envtest.plane.process import ManagedProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "api" / "samples" / "mysqlcluster_minimal.yaml"

@@ -16,7 +16,7 @@ from mysqlkit import MySQLClusters, reconciles, sample, writes
 
 from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
 from envtest.clusters import Cluster
-from envtest.testctx import TestContext
+from envtest.plugin.context import TestContext
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 

@@ -14,7 +14,7 @@ from mysqlkit import FINALIZER, SKIP_FINAL_BACKUP, MySQLClusters, sample
 
 from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
 from envtest.clusters import Cluster
-from envtest.testctx import TestContext
+from envtest.plugin.context import TestContext
 
 # kwok-driven pods, private planes or local binaries: skipped on other backends.
 pytestmark = pytest.mark.envtest_local

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from envtest import binaries, download, gobuild
+from envtest import binaries
+from envtest.binaries import download, gobuild
 from envtest.errors import BinaryNotFound, ConfigError, InstallError
 
 KUBE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -150,7 +151,7 @@ def test_second_resolve_is_instant(monkeypatch: pytest.MonkeyPatch):
     assert sorted(c[0] for c in builds.calls) == ["etcd", "kube", "kwok"]
     started = time.monotonic()
     assert binaries.resolve_all(install=True) == first
-    assert binaries.install() == first
+    assert binaries.install() == {**first, "kubectl": binaries.cache_dir() / "kubectl"}
     assert time.monotonic() - started < 0.5
     assert len(builds.calls) == 3
     assert binaries.kwok_stages_dir(install=False) == binaries.cache_dir() / "kwok-stages"
@@ -161,7 +162,7 @@ def test_missing_kube_binaries_share_one_build(tmp_path: Path, monkeypatch: pyte
     fake_exe(tmp_path / "assets" / "etcd")
     monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path / "assets"))
     found = binaries.resolve_all(["etcd", *KUBE], progress=lambda _: None)
-    assert builds.calls == [("kube", KUBE)]
+    assert builds.calls == [("kube", (*KUBE, "kubectl"))]  # kubectl shares the plane's one build
     assert found["etcd"] == tmp_path / "assets" / "etcd"
     assert all(found[n].read_text().endswith(f"built-{n}\n") for n in KUBE)
 
@@ -250,11 +251,20 @@ def test_kwok_stages_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         binaries.kwok_stages_dir()
 
 
-def test_kubectl_is_resolvable_but_not_a_default_component(monkeypatch: pytest.MonkeyPatch):
-    assert "kubectl" not in binaries.COMPONENT_BINARIES
+def test_kubectl_is_installed_with_the_plane_but_is_not_a_component(monkeypatch: pytest.MonkeyPatch):
+    assert "kubectl" not in binaries.COMPONENT_BINARIES and "kubectl" in binaries.DEFAULT_INSTALL
     builds = FakeBuilds(monkeypatch)
     assert binaries.resolve("kubectl", progress=lambda _: None).name == "kubectl"
-    assert builds.calls == [("kube", ("kubectl",))]
+    assert builds.calls == [("kube", ("kubectl",))]  # alone it never drags in the plane's binaries
+
+
+def test_cli_install_honours_the_names_it_is_given(monkeypatch: pytest.MonkeyPatch, capsys):
+    from envtest import cli
+
+    builds = FakeBuilds(monkeypatch)
+    assert cli.main(["binaries", "install", "etcd"]) == 0
+    assert builds.calls == [("etcd", ("etcd",))]
+    assert capsys.readouterr().out.startswith("etcd\t")
 
 
 def test_list_installed_shows_each_version_dir_and_skips_temp_dirs(monkeypatch: pytest.MonkeyPatch):

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from envtest.errors import ConfigError
-from envtest.faultrelay import _token_subject
-from envtest.faultrules import (
+from envtest.faults import FaultProxy
+from envtest.faults.relay import _token_subject
+from envtest.faults.rules import (
     CutWatch,
     DropReply,
     ExpireWatch,
@@ -30,7 +31,6 @@ from envtest.faultrules import (
     too_many_requests,
     unavailable,
 )
-from envtest.faults import FaultProxy
 from envtest.kubeconfig import write_kubeconfig
 
 

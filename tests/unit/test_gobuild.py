@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from envtest import binaries, gobuild
+from envtest import binaries
+from envtest.binaries import gobuild
 from envtest.errors import InstallError
 
 # Trimmed from k8s.io/kubernetes v1.37.2's go.mod, plus the shapes the parser must also cope with:
@@ -229,14 +230,15 @@ def test_install_with_fake_go_fills_the_cache_and_never_runs_go_again(
     monkeypatch.setenv("ENVTEST_OFFLINE", "1")
     lines: list[str] = []
     paths = binaries.install(progress=lines.append)
-    assert set(paths) == set(binaries.COMPONENT_BINARIES)
+    assert set(paths) == set(binaries.DEFAULT_INSTALL)
     assert all(os.access(p, os.X_OK) for p in paths.values())
     assert (binaries.kwok_stages_dir(install=False) / "pod" / "general" / "pod-ready.yaml").is_file()
     assert any(
-        line.startswith("building kube-apiserver, kube-controller-manager, kube-scheduler") for line in lines
+        line.startswith("building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl")
+        for line in lines
     )
     n_calls = len(calls(fake_go))
-    assert binaries.resolve_all() == paths
+    assert binaries.resolve_all(binaries.DEFAULT_INSTALL) == paths
     assert len(calls(fake_go)) == n_calls
 
 

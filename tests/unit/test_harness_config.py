@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envtest import artifacts, crds, flags, kwok
-from envtest.controlplane import ALL_COMPONENTS, MINIMAL_COMPONENTS, parse_components
+from envtest import crds
 from envtest.errors import ConfigError, CRDError
+from envtest.plane import flags, kwok
+from envtest.plane.controlplane import ALL_COMPONENTS, MINIMAL_COMPONENTS, parse_components
+from envtest.plugin import artifacts
 
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envtest import ports
-from envtest.ports import free_port
+from envtest.plane import ports
+from envtest.plane.ports import free_port
 
 
 @pytest.fixture

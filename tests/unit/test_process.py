@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from envtest import process
 from envtest.errors import ProcessError, StartTimeout
-from envtest.process import ManagedProcess, stop_all
+from envtest.plane import process
+from envtest.plane.process import ManagedProcess, stop_all
 
 REPO = Path(__file__).resolve().parents[2]
 LINUX = sys.platform.startswith("linux")
@@ -217,7 +217,7 @@ def _helper(tmp_path: Path, tail: str, *, die_with_parent: bool = True) -> subpr
         f"""
         import time
         from pathlib import Path
-        from envtest.process import ManagedProcess
+        from envtest.plane.process import ManagedProcess
         proc = ManagedProcess("sleeper", ["sleep", "300"], log_path=Path({str(tmp_path / "h.log")!r}),
                                die_with_parent={die_with_parent!r})
         proc.start()

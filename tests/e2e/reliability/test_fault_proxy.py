@@ -23,7 +23,7 @@ from envtest.faults import (
     conflict,
     too_many_requests,
 )
-from envtest.testctx import TestContext
+from envtest.plugin.context import TestContext
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from envtest.faults import (
     too_many_requests,
     unavailable,
 )
-from envtest.runner import OperatorRunner
+from envtest.plugin.runner import OperatorRunner
 
 
 def test_baseline_converges_without_faults(

@@ -14,8 +14,8 @@ from reliability_support import Scenario
 
 from envtest import Cluster, eventually
 from envtest.faults import WRITE_VERBS, FaultProxy
-from envtest.runner import OperatorRunner
-from envtest.testctx import TestContext
+from envtest.plugin.context import TestContext
+from envtest.plugin.runner import OperatorRunner
 
 LEASE = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 0.5}
 """Short leader-election timings (defaults 15/10/2 s), so a takeover fits in a test."""

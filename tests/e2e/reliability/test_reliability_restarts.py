@@ -10,7 +10,7 @@ from reliability_support import ManagerCounter, Scenario
 
 from envtest import Cluster, LocalCluster, consistently, eventually
 from envtest.faults import FaultProxy, Rule
-from envtest.testctx import TestContext
+from envtest.plugin.context import TestContext
 
 
 def test_apiserver_restart_is_survived_without_restarting_the_operator(

@@ -8,7 +8,9 @@ Versions are pinned here and nowhere else. Environment variables read by this mo
 - ``ENVTEST_OFFLINE=1``: never try release downloads; build with go from the module proxy straight away.
 - ``ENVTEST_KWOK_STAGES``: a directory of kwok Stage YAMLs to use instead of the installed ones.
 - ``XDG_CACHE_HOME``: the cache lives in ``${XDG_CACHE_HOME:-~/.cache}/envtest/k8s/<ver>-<os>-<arch>/``.
-- download base URLs: see envtest.download.
+- download base URLs: see envtest.binaries.download.
+
+Versions are pinned in envtest.binaries.pins.
 """
 
 from __future__ import annotations
@@ -20,30 +22,19 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from envtest import download, gobuild
+from envtest.binaries import download, gobuild
+from envtest.binaries.pins import PINNED
 from envtest.errors import BinaryNotFound, ConfigError, InstallError
 
-
-@dataclass(frozen=True)
-class Versions:
-    """The versions envtest runs by default; the cache directory is keyed by ``kubernetes``."""
-
-    kubernetes: str = "1.37.2"
-    """kube-apiserver, kube-controller-manager, kube-scheduler, kubectl; ENVTEST_K8S_VERSION overrides."""
-    etcd: str = "3.7.3"
-    kwok: str = "0.8.0"
-
-
-PINNED = Versions()
-
 COMPONENT_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-OPTIONAL_BINARIES = ("kubectl",)  # resolvable and installable on request, never installed by default
-KNOWN_BINARIES = COMPONENT_BINARIES + OPTIONAL_BINARIES
+CLIENT_BINARIES = ("kubectl",)  # not a plane component; installed with the plane so printed commands work
+KNOWN_BINARIES = COMPONENT_BINARIES + CLIENT_BINARIES
+DEFAULT_INSTALL = KNOWN_BINARIES
+"""What `envtest binaries install` (and so `make setup`) installs: one pin, one build for all kube names."""
 KWOK_STAGES = "kwok-stages"
 
 Progress = Callable[[str], None]
@@ -221,7 +212,7 @@ def _complete(dest: Path, names: list[str]) -> bool:
 
 
 def install(
-    names: Iterable[str] = COMPONENT_BINARIES,
+    names: Iterable[str] = DEFAULT_INSTALL,
     *,
     version: str | None = None,
     progress: Progress | None = None,
@@ -265,14 +256,29 @@ def _install(
         lock.acquire()
     try:
         if force or not _complete(dest, names):  # the process we waited for may have done it
-            _install_locked(names, ver, dest, report, skip_download, force)
+            extra = _companions(names, dest)
+            _install_locked(names + extra, ver, dest, report, skip_download, force, optional=extra)
     finally:
         lock.release()
     return result
 
 
+def _companions(names: list[str], dest: Path) -> list[str]:
+    """kubectl, when a build of the plane's kube binaries runs anyway: it shares that compile for a few
+    seconds more, so the plane's kubectl comes with the plane. Its failure only earns a note."""
+    if not any(n in download.KUBE_NAMES and not _executable(dest / n) for n in names):
+        return []
+    return [n for n in CLIENT_BINARIES if n not in names and not _executable(dest / n)]
+
+
 def _install_locked(
-    names: list[str], ver: str, dest: Path, report: Progress, offline: bool, force: bool
+    names: list[str],
+    ver: str,
+    dest: Path,
+    report: Progress,
+    offline: bool,
+    force: bool,
+    optional: list[str] | tuple[str, ...] = (),
 ) -> None:
     missing = [n for n in names if force or not _executable(dest / n)]
     wanted = missing + (["kwok stages"] if "kwok" in names and (force or not _has_stages(dest)) else [])
@@ -319,7 +325,12 @@ def _install_locked(
                 tried.append(("kwok stages", f"go mod download: {exc}"))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    failed_names = [w for w in wanted if w not in installed]
+    failed_names = [w for w in wanted if w not in installed and w not in optional]
+    for name in optional:
+        if name not in installed:
+            report(
+                f"note: {name} was not installed with the plane; `envtest binaries install {name}` retries"
+            )
     if failed_names:
         lines = "\n".join(f"  {what}: {why}" for what, why in tried)
         raise InstallError(

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
-from envtest import crds, detached, objects
+from envtest import crds, objects
 from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
-from envtest.controlplane import ControlPlane
 from envtest.errors import ConfigError
-from envtest.settings import Settings
+from envtest.plane import supervisor
+from envtest.plane.controlplane import ControlPlane
+from envtest.plugin.settings import Settings
 
 SHARED_DIR = "envtest-shared"
 RUN_LABEL = "envtest.io/run"
@@ -37,7 +38,7 @@ def base_temp(config: pytest.Config) -> Path:
     return base.parent if hasattr(config, "workerinput") else base
 
 
-def _local_from_state(state: detached.PlaneState) -> LocalCluster:
+def _local_from_state(state: supervisor.PlaneState) -> LocalCluster:
     return LocalCluster(
         Path(state.kubeconfig),
         name=state.name,
@@ -88,7 +89,7 @@ class ClusterSession:
                     kind_path=self.config.getoption("kind_bin", default=None),
                 )
         elif s.keep:
-            cluster = self._detached(detached.clusters_root() / s.cluster_name, owner=None)
+            cluster = self._detached(supervisor.clusters_root() / s.cluster_name, owner=None)
         elif self.is_xdist_worker:
             # The controller's pid: if pytest dies hard, the plane stops itself.
             cluster = self._detached(base_temp(self.config) / SHARED_DIR, owner=os.getppid())
@@ -109,10 +110,10 @@ class ClusterSession:
     def _detached(self, state_dir: Path, owner: int | None) -> LocalCluster:
         s = self.settings
         with FileLock(str(state_dir.parent / f".{state_dir.name}.lock")):
-            state = detached.read_state(state_dir)
+            state = supervisor.read_state(state_dir)
             if state is None:
                 self._progress(f"starting a shared control plane (log: {state_dir / 'supervisor.log'})")
-                state = detached.launch(
+                state = supervisor.launch(
                     state_dir,
                     name=state_dir.name,
                     components=s.components,
@@ -163,7 +164,7 @@ class ClusterSession:
 
     def finish(self) -> None:
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
-            detached.stop(base_temp(self.config) / SHARED_DIR)
+            supervisor.stop(base_temp(self.config) / SHARED_DIR)
         if self._cluster is not None:
             if self.settings.keep or self.settings.backend != "local":
                 self._sweep(self._cluster)
@@ -185,7 +186,7 @@ class ClusterSession:
         s = self.settings
         if not s.keep or self.is_xdist_worker or s.backend != "local":
             return []
-        state = detached.read_state(detached.clusters_root() / s.cluster_name)
+        state = supervisor.read_state(supervisor.clusters_root() / s.cluster_name)
         if state is None:
             return []
         lines = [

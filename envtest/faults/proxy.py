@@ -36,49 +36,17 @@ import urllib3
 import yaml
 
 from envtest.errors import ConfigError
-from envtest.faultrelay import CLIENT_PREFIX, NOT_FORWARDED, RelayHandler, RelayServer, hard_close
-from envtest.faultrules import (
-    FORWARD,
+from envtest.faults.relay import CLIENT_PREFIX, NOT_FORWARDED, RelayHandler, RelayServer, hard_close
+from envtest.faults.rules import (
     WRITE_VERBS,
-    CutWatch,
-    DropReply,
-    ExpireWatch,
-    Forward,
     RequestInfo,
-    Respond,
     Rule,
-    already_exists,
-    conflict,
-    internal_error,
-    invalid,
-    not_found,
-    too_many_requests,
-    unavailable,
 )
 from envtest.kubeconfig import with_server, write_kubeconfig
 from envtest.pki import CertificateAuthority
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
-
-__all__ = [
-    "FORWARD",
-    "WRITE_VERBS",
-    "CutWatch",
-    "DropReply",
-    "ExpireWatch",
-    "FaultProxy",
-    "Forward",
-    "Respond",
-    "Rule",
-    "already_exists",
-    "conflict",
-    "internal_error",
-    "invalid",
-    "not_found",
-    "too_many_requests",
-    "unavailable",
-]
 
 
 def _describe(info: RequestInfo) -> str:

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from envtest import settings
-from envtest.testctx import TestContext
+from envtest.plugin import settings
+from envtest.plugin.context import TestContext
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
     from envtest.faults import FaultProxy
-    from envtest.runner import OperatorRunner
+    from envtest.plugin.runner import OperatorRunner
 
 CTX_KEY = pytest.StashKey[TestContext]()
 SESSION_KEY = pytest.StashKey["ClusterSession"]()
@@ -37,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
         resolved = settings.resolve(config)
     except settings.UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
-    from envtest.session import ClusterSession  # deferred: keeps `pytest --help` light
+    from envtest.plugin.session import ClusterSession  # deferred: keeps `pytest --help` light
 
     config.stash[SESSION_KEY] = ClusterSession(config, resolved)
     config.addinivalue_line(

@@ -13,22 +13,19 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envtest import artifacts, objects
-from envtest.errors import EnvtestError
+from envtest import objects
+from envtest.errors import EnvtestError, EnvtestWarning
+from envtest.plugin import artifacts
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
     from envtest.faults import FaultProxy
-    from envtest.runner import OperatorRunner
-    from envtest.session import ClusterSession
+    from envtest.plugin.runner import OperatorRunner
+    from envtest.plugin.session import ClusterSession
 
 OPERATOR_SERVICE_ACCOUNT = "envtest-operator"
 TEARDOWN_WAIT = 60.0
 """Seconds teardown waits for the operator to process the finalizers of the test's resources."""
-
-
-class EnvtestWarning(UserWarning):
-    """Something a test left behind that the harness had to force (e.g. a stuck finalizer)."""
 
 
 class TestContext:
@@ -89,7 +86,7 @@ class TestContext:
     def start_operator(
         self, cluster: Cluster, namespace: str, factory: Any, name: str = "operator"
     ) -> OperatorRunner:
-        from envtest.runner import OperatorRunner
+        from envtest.plugin.runner import OperatorRunner
 
         began = time.monotonic()
         kubeconfig = self.operator_kubeconfig(cluster, namespace)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from envtest.errors import EnvtestError
+from envtest.errors import OperatorFailed
 
 
 class OperatorLike(Protocol):
@@ -27,10 +27,6 @@ class OperatorLike(Protocol):
 ApiFactory = Callable[[], Any]
 OperatorFactory = Callable[..., OperatorLike]
 """Called as `factory(api_factory, namespace=…)`; returns an unstarted operator."""
-
-
-class OperatorFailed(EnvtestError):
-    """The operator under test crashed (an exception escaped its threads)."""
 
 
 class ThreadOperator:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import urllib3
 
-from envtest.faultrules import (
+from envtest.faults.rules import (
     FORWARD,
     CutWatch,
     DropReply,

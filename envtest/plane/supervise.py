@@ -1,6 +1,6 @@
-"""`python -m envtest.supervise`: run one ControlPlane until SIGTERM, recording its state.
+"""`python -m envtest.plane.supervise`: run one ControlPlane until SIGTERM, recording its state.
 
-Started by `envtest.detached.launch`; not meant to be run by hand.
+Started by `envtest.plane.supervisor.launch`; not meant to be run by hand.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from envtest.controlplane import ControlPlane
-from envtest.detached import STATE_FILE, PlaneState, pid_alive
+from envtest.plane.controlplane import ControlPlane
+from envtest.plane.supervisor import STATE_FILE, PlaneState, pid_alive
 
 
 class _Stop(BaseException):
@@ -32,7 +32,7 @@ def _watch_owner(owner_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envtest.supervise")
+    parser = argparse.ArgumentParser(prog="python -m envtest.plane.supervise")
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--components", default="all")

@@ -86,7 +86,7 @@ def launch(
     argv = [
         sys.executable,
         "-m",
-        "envtest.supervise",
+        "envtest.plane.supervise",
         "--state-dir",
         str(state_dir),
         "--name",

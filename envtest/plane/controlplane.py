@@ -23,12 +23,13 @@ from typing import Any
 import requests
 import urllib3
 
-from envtest import binaries, crds, flags, kwok
+from envtest import binaries, crds
 from envtest.errors import ConfigError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.pki import CertificateAuthority, service_account_key
-from envtest.ports import free_port
-from envtest.process import ManagedProcess
+from envtest.plane import flags, kwok
+from envtest.plane.ports import free_port
+from envtest.plane.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 

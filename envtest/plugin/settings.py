@@ -16,12 +16,10 @@ from typing import Any
 
 import pytest
 
+from envtest.errors import UsageProblem
+
 BACKENDS = ("local", "existing", "kind")
 JOB_PODS = ("complete", "hold")
-
-
-class UsageProblem(Exception):
-    """A bad option or ini value; the plugin turns it into pytest.UsageError."""
 
 
 @dataclass(frozen=True)
@@ -149,8 +147,8 @@ class Settings:
 
 
 def resolve(config: pytest.Config) -> Settings:
-    from envtest.controlplane import parse_components
     from envtest.errors import ConfigError
+    from envtest.plane.controlplane import parse_components
 
     values = {opt.name: _value(config, opt) for opt in OPTIONS}
     try:

@@ -1,0 +1,40 @@
+"""Fault injection between an operator and kube-apiserver: a TLS reverse proxy (`proxy`), the rules
+that decide what happens to each request (`rules`), and the byte relay under both (`relay`)."""
+
+from envtest.faults.proxy import FaultProxy
+from envtest.faults.rules import (
+    FORWARD,
+    WRITE_VERBS,
+    CutWatch,
+    DropReply,
+    ExpireWatch,
+    Forward,
+    Respond,
+    Rule,
+    already_exists,
+    conflict,
+    internal_error,
+    invalid,
+    not_found,
+    too_many_requests,
+    unavailable,
+)
+
+__all__ = [
+    "FORWARD",
+    "WRITE_VERBS",
+    "CutWatch",
+    "DropReply",
+    "ExpireWatch",
+    "FaultProxy",
+    "Forward",
+    "Respond",
+    "Rule",
+    "already_exists",
+    "conflict",
+    "internal_error",
+    "invalid",
+    "not_found",
+    "too_many_requests",
+    "unavailable",
+]

@@ -1,0 +1,61 @@
+"""Moved paths break silently elsewhere (entry points, `-m` argv, CI cache keys, docs): pin each one."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import envtest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pytest11_entry_point_resolves_to_the_plugin_module():
+    (ep,) = [e for e in entry_points(group="pytest11") if e.name == "envtest"]
+    assert ep.value == "envtest.plugin"
+    assert hasattr(ep.load(), "pytest_configure")
+
+
+def test_console_script_and_supervisor_modules_run_with_this_python():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, func = scripts["envtest"].partition(":")
+    assert callable(getattr(importlib.import_module(module), func))
+    for mod in ("envtest.cli", "envtest.plane.supervise", "envtest.binaries.pins"):
+        out = subprocess.run(
+            [sys.executable, "-m", mod, "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, f"{mod}: {out.stderr}"
+
+
+def test_supervisor_launches_the_module_that_exists():
+    source = (ROOT / "envtest/plane/supervisor.py").read_text()
+    (module,) = re.findall(r'"-m",\s*"([\w.]+)"', source)
+    assert importlib.util.find_spec(module) is not None
+
+
+def test_every_lazy_export_resolves():
+    for name in envtest.__all__:
+        assert getattr(envtest, name) is not None, name
+
+
+def test_paths_named_by_ci_and_the_readme_exist():
+    texts = [p.read_text() for p in (ROOT / ".github/workflows").glob("*.yml")]
+    texts.append((ROOT / "README.md").read_text())
+    named = {
+        m for t in texts for m in re.findall(r"\b((?:envtest|operator|api|hack|benchmarks)/[\w/.-]+\.\w+)", t)
+    }
+    assert named, "nothing matched: the pattern is wrong"
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert missing == []
+
+
+def test_package_data_globs_match_files():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for package, globs in data.items():
+        for glob in globs:
+            assert list((ROOT / package).glob(glob)), f"{package}: {glob} matches nothing"
