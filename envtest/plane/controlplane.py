@@ -77,6 +77,8 @@ class ControlPlane:
         workdir: Path | None = None,
         job_pods: kwok.JobPods = "complete",
         start_timeout: float = 90.0,
+        stop_grace: float = 2.0,
+        node_capacity: Mapping[str, str] | None = None,
         extra_args: Mapping[str, Mapping[str, str | None]] | None = None,
         binary_paths: Mapping[str, Path] | None = None,
         progress: Callable[[str], None] | None = None,
@@ -87,6 +89,11 @@ class ControlPlane:
         self.job_pods = job_pods
         self.start_timeout = start_timeout
         """Seconds each component may take to become ready."""
+        self.stop_grace = stop_grace
+        """Seconds between SIGTERM and SIGKILL for each component. A test plane's data is throwaway, and
+        kube-apiserver ignores SIGTERM while watches are open (it would use all of a 10 s grace)."""
+        self.node_capacity = dict(node_capacity or {})
+        """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
         unknown = set(self.extra_args) - set(ALL_COMPONENTS)
         if unknown:
@@ -245,6 +252,7 @@ class ControlPlane:
             log_path=self.workdir / "logs" / f"{name}.log",
             ready=ready,
             start_timeout=self.start_timeout,
+            stop_timeout=self.stop_grace,
         )
         (self.workdir / "logs").mkdir(exist_ok=True)
         self.processes[name] = proc
@@ -315,7 +323,7 @@ class ControlPlane:
         config = self.workdir / "kwok-stages.yaml"
         config.write_text(kwok.stage_config(stages_dir, self.job_pods))
         _, objects = kwok.load_stage_documents(stages_dir)
-        for obj in [*objects, kwok.fake_node()]:
+        for obj in [*objects, kwok.fake_node(capacity=self.node_capacity)]:
             self._create(obj)
         argv = kwok.kwok_args(kubeconfig=self._component_kubeconfig(KWOK), config=config)
         proc = ManagedProcess(
@@ -324,6 +332,7 @@ class ControlPlane:
             log_path=self.workdir / "logs" / "kwok.log",
             ready=self._node_ready,
             start_timeout=self.start_timeout,
+            stop_timeout=self.stop_grace,
         )
         self.processes[KWOK] = proc
         self._progress("starting kwok")

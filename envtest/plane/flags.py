@@ -46,12 +46,19 @@ CONTROLLER_MANAGER_FLAGS: Flags = {
     # kwok renews the Node's Lease; a renewal delayed on a loaded 2-core machine must not mark the
     # node NotReady, because kwok never makes Running pods Ready again afterwards.
     "node-monitor-grace-period": "5m",
+    # Client-side rate limits default to 20 qps / 30 burst: made for sharing a production apiserver,
+    # they throttle a test plane for nothing (100 StatefulSets: 28.8 s to Ready, 7.4 s without them).
+    "kube-api-qps": "1000",
+    "kube-api-burst": "2000",
     "v": "1",
 }
 
 SCHEDULER_FLAGS: Flags = {
     "bind-address": "127.0.0.1",
     "leader-elect": "false",
+    # Default 50 qps / 100 burst: binding pods is the scheduler's whole job, don't meter it.
+    "kube-api-qps": "1000",
+    "kube-api-burst": "2000",
     "v": "1",
 }
 

@@ -68,9 +68,15 @@ def stage_config(stages_dir: Path, job_pods: JobPods) -> str:
     return yaml.safe_dump_all(stages, sort_keys=False)
 
 
-def fake_node(name: str = NODE_NAME) -> dict[str, Any]:
+NODE_CAPACITY: dict[str, str] = {"cpu": "1k", "memory": "16Ti", "pods": "10k", "ephemeral-storage": "100Ti"}
+"""The fake Node's capacity. Nothing runs on it, so it is sized never to run out: with kubelet's usual
+110 pods and 32 CPUs a suite whose namespaces are deleted in the background meets random Pending pods
+(300 MySQL pods at 500m need 150 CPUs). ControlPlane(node_capacity=…) overrides it."""
+
+
+def fake_node(name: str = NODE_NAME, capacity: dict[str, str] | None = None) -> dict[str, Any]:
     """A Node for kwok to manage. No taint: every pod of the tests should land on it."""
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    capacity = {**NODE_CAPACITY, **(capacity or {})}
     return {
         "apiVersion": "v1",
         "kind": "Node",
