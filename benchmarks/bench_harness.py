@@ -37,9 +37,9 @@ from envtest import assert_matches, eventually
 
 @pytest.mark.parametrize("i", range({n}))
 def test_converges(i, operator, namespace, cluster):
-    base = f"{{cluster.server}}/apis/db.example.com/v1alpha1/namespaces/{{namespace}}/mysqlclusters"
-    body = {{"apiVersion": "db.example.com/v1alpha1", "kind": "MySQLCluster",
-             "metadata": {{"name": "bench"}}, "spec": {{"replicas": 1, "storageSize": "1Gi"}}}}
+    base = f"{{cluster.server}}/apis/db.example.com/v1beta1/namespaces/{{namespace}}/mysqlclusters"
+    body = {{"apiVersion": "db.example.com/v1beta1", "kind": "MySQLCluster",
+             "metadata": {{"name": "bench"}}, "spec": {{"replicas": 1, "storage": {{"size": "1Gi"}}}}}}
     assert cluster.session.post(base, json=body, timeout=10).status_code == 201
 
     def running():

@@ -4,6 +4,8 @@ envtest up                 # start (state under ~/.cache/envtest/clusters/<name>
 eval "$(envtest env)"      # point kubectl and the operator at it
 envtest down               # stop it; nothing is left behind
 envtest binaries install|path|list
+
+`python -m envtest.cli …` is the same without the console script on PATH.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from envtest import binaries
+from filelock import FileLock
+
+from envtest import binaries, commands, crds
 from envtest.errors import EnvtestError
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ALL_COMPONENTS, parse_components
@@ -30,29 +34,53 @@ def _exports(state: supervisor.PlaneState) -> str:
 
 def cmd_up(args: argparse.Namespace) -> int:
     state_dir = _state_dir(args.name)
+    state_dir.parent.mkdir(parents=True, exist_ok=True)
+    # The lock the pytest plugin takes for a kept plane of this name: one starter at a time.
+    with FileLock(str(state_dir.parent / f".{args.name}.lock")):
+        return _up(args, state_dir)
+
+
+def _up(args: argparse.Namespace, state_dir: Path) -> int:
+    components = parse_components(args.components)
+    version = binaries.k8s_version(args.k8s_version)
     existing = supervisor.read_state(state_dir)
     if existing is not None:
+        supervisor.check_reusable(
+            existing,
+            version=version,
+            components=components,
+            job_pods=args.job_pods,
+            conversion=args.conversion_webhook,  # None: not given, so any (re-applied CRDs keep it)
+        )
         print(f"# control plane {args.name!r} is already running (pid {existing.pid})", file=sys.stderr)
+        if args.crd:  # idempotent: a CRD edited since the plane started takes effect now
+            _apply_crds(existing, args.crd)
         print(_exports(existing))
         return 0
-    components = parse_components(args.components)
+    # Install missing binaries here, with progress on this terminal, so --timeout covers only the
+    # start (a first build takes many minutes and would only show in the supervisor's log).
+    conversion = _conversion(args)
+    binaries.resolve_all(components, version=version)
+    if "kwok" in components:
+        binaries.kwok_stages_dir(version)
     print(f"# starting {', '.join(components)}; log: {state_dir / 'supervisor.log'}", file=sys.stderr)
     state = supervisor.launch(
         state_dir,
         name=args.name,
         components=components,
-        version=args.k8s_version,
+        version=version,
         crds=args.crd,
         job_pods=args.job_pods,
+        conversion=conversion,
         timeout=args.timeout,
     )
     print(
-        f"# control plane {args.name!r} ready at {state.server}; "
-        f"stop it with: envtest down --name {args.name}",
+        f"# control plane {args.name!r} ready at {state.server}; stop it with: {commands.down(args.name)}",
         file=sys.stderr,
     )
     print(
-        "# attach the reference operator: python -m mysql_operator run --kubeconfig "
+        f"# kubectl: {commands.kubectl(state.version)} get ns\n"
+        f"# attach the reference operator: {commands.python()} -m mysql_operator run --kubeconfig "
         f"{shlex.quote(state.kubeconfig)}",
         file=sys.stderr,
     )
@@ -60,21 +88,58 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _conversion(args: argparse.Namespace) -> supervisor.Conversion | None:
+    """The plane's conversion server, checked here: a typo should not surface as a dead supervisor."""
+    if not args.conversion_webhook:
+        return None
+    from envtest.webhooks.conversion import load_factory
+
+    # The supervisor imports it as this shell would: `python -m` puts the working directory first.
+    python_path = tuple(dict.fromkeys([str(Path.cwd()), *(p or str(Path.cwd()) for p in sys.path)]))
+    sys.path[:0] = [p for p in python_path if p not in sys.path]
+    load_factory(args.conversion_webhook)
+    return supervisor.Conversion(args.conversion_webhook, args.conversion_path, python_path=python_path)
+
+
+def _apply_crds(state: supervisor.PlaneState, paths: list[str]) -> None:
+    from envtest.clusters import Cluster
+    from envtest.webhooks.conversion import install_crds
+
+    client = Cluster.new_pykube_from(Path(state.kubeconfig))
+    try:
+        if state.conversion_url:  # a plain re-apply replaces spec and would drop the conversion
+            docs = [doc for _, doc in crds.load(paths)]
+            install_crds(
+                client.session, str(client.url), docs, state.conversion_url, state.conversion_ca.encode()
+            )
+        else:
+            crds.install(client.session, str(client.url), paths)
+    finally:
+        client.session.close()
+
+
 def cmd_down(args: argparse.Namespace) -> int:
-    names = [p.name for p in supervisor.clusters_root().glob("*")] if args.all else [args.name]
+    names = [p.name for p in supervisor.plane_dirs()] if args.all else [args.name]
+    rc = 0
     for name in names:
         state_dir = _state_dir(name)
         stopped = supervisor.stop(state_dir)
+        if not stopped and supervisor.lock_held(state_dir):
+            # A supervisor still starting has no state yet; removing its folder would orphan it.
+            print(f"{name}: still starting; run this again once it is up", file=sys.stderr)
+            rc = 1
+            continue
         shutil.rmtree(state_dir, ignore_errors=True)
         print(f"{name}: {'stopped' if stopped else 'was not running'}", file=sys.stderr)
-    return 0
+    return rc
 
 
 def cmd_env(args: argparse.Namespace) -> int:
     state = supervisor.read_state(_state_dir(args.name))
     if state is None:
         print(
-            f"envtest: no running control plane named {args.name!r}; start one with `envtest up`",
+            f"envtest: no running control plane named {args.name!r}; "
+            f"start one with `{commands.envtest('up', '--name', args.name)}`",
             file=sys.stderr,
         )
         return 1
@@ -83,7 +148,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    for state_dir in sorted(supervisor.clusters_root().glob("*")):
+    for state_dir in supervisor.plane_dirs():
         state = supervisor.read_state(state_dir)
         status = f"running pid {state.pid} {state.server} v{state.version}" if state else "stopped"
         print(f"{state_dir.name}\t{status}")
@@ -135,7 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="complete",
         help="hold: Job pods stay Running until a test sets their phase",
     )
-    up.add_argument("--timeout", type=float, default=3600.0, help="seconds, including a first binary build")
+    up.add_argument(
+        "--conversion-webhook",
+        metavar="PKG.MODULE:FACTORY",
+        help="run this conversion server beside the plane; multi-version CRDs convert through it",
+    )
+    up.add_argument("--conversion-path", default="/convert", help="its endpoint path (default: /convert)")
+    up.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for the start (binaries are installed before)"
+    )
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop a background control plane and remove its state")
@@ -157,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     bins.add_argument("--offline", action="store_true", help="skip release downloads; build with go")
     bins.add_argument("--force", action="store_true", help="reinstall even if cached")
     bins.set_defaults(func=cmd_binaries)
+    from envtest import kind  # `envtest kind up|down|path` lives beside the kind backend
+
+    kind.add_parser(sub)
     return parser
 
 

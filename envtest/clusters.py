@@ -17,6 +17,7 @@ import yaml
 
 from envtest.errors import ConfigError, EnvtestError
 from envtest.kubeconfig import write_kubeconfig
+from envtest.loopback import no_proxy_for_loopback, no_proxy_for_loopback_config
 
 if TYPE_CHECKING:  # heavy imports stay out of `pytest --help`
     import kubernetes.client
@@ -60,13 +61,20 @@ class Cluster:
         config = pykube.KubeConfig.from_file(str(kubeconfig))
         if context:
             config.set_current_context(context)
-        return pykube.HTTPClient(config, timeout=timeout)
+        client = pykube.HTTPClient(config, timeout=timeout)
+        no_proxy_for_loopback(client.session, str(client.url))
+        return client
 
     @functools.cached_property
     def k8s(self) -> kubernetes.client.ApiClient:
-        from kubernetes import config
+        from kubernetes import client, config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig), context=self.context)
+        configuration = client.Configuration()
+        config.load_kube_config(
+            str(self.kubeconfig), context=self.context, client_configuration=configuration
+        )
+        no_proxy_for_loopback_config(configuration)
+        return client.ApiClient(configuration)
 
     @property
     def server(self) -> str:
@@ -196,29 +204,48 @@ class ExistingCluster(Cluster):
 
 
 class KindCluster(Cluster):
-    """A kind cluster through pytest-kind-ng (optional `[kind]` extra, GPL-3.0)."""
+    """A kind cluster through pytest-kind-ng (optional `[kind]` extra, GPL-3.0): reused when it runs,
+    created (or re-created, when stale) otherwise, and ready for a suite when this returns.
+
+    `delete_on_close`: delete it in `close()` if this object created it. A cluster found running
+    (`make kind-up`) is left as found; under xdist the workers never delete, the controller does.
+    """
 
     backend = "kind"
 
     def __init__(
-        self, *, name: str, config_file: Path | None, keep: bool, kind_path: Path | None = None
+        self,
+        *,
+        name: str,
+        config_file: Path | None,
+        delete_on_close: bool,
+        kind_path: Path | str | None = None,
+        image: str | None = None,
+        kubeconfig: Path | None = None,
+        ready_timeout: float = 300.0,
+        progress: Any = None,
     ) -> None:
-        try:
-            from pytest_kind import KindCluster as _Kind
-        except ImportError as exc:
-            raise ConfigError(
-                "--envtest-backend=kind needs the optional extra: pip install 'kube-envtest[kind]'"
-            ) from exc
-        kwargs: dict[str, Any] = {"kind_path": kind_path} if kind_path else {}
-        self._kind = _Kind(name, **kwargs)
-        self._kind.create(config_file=config_file)
-        self._keep = keep
+        from envtest import kind
+        from envtest.binaries import kind as kind_binary
+
+        report = progress or (lambda _m: None)
+        self.kind_path = kind_binary.resolve(kind_path, progress=report)
+        self._kind, self.created = kind.open_cluster(
+            name,
+            kind_path=self.kind_path,
+            kubeconfig=kubeconfig,
+            config_file=config_file,
+            image=image,
+            progress=report,
+        )
+        self._delete_on_close = delete_on_close
         super().__init__(Path(self._kind.kubeconfig_path), name=name)
+        kind.wait_ready(kind.getter(self.session, self.server), name=name, timeout=ready_timeout)
         self.version = str(
             self.session.get(f"{self.server}/version", timeout=10).json().get("gitVersion", "?")
         ).lstrip("v")
 
     def close(self) -> None:
         super().close()
-        if not self._keep:
+        if self._delete_on_close and self.created:
             self._kind.delete()

@@ -6,6 +6,7 @@ or `api.session, api.url` of a pykube HTTPClient for an existing cluster.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from envtest.errors import CRDError
 
 CRD_API = "apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 SUFFIXES = (".yaml", ".yml", ".json")
+log = logging.getLogger(__name__)
 
 
 def _files(paths: Iterable[str | Path]) -> list[Path]:
@@ -33,8 +35,12 @@ def _files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def load(paths: Iterable[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """Every CRD document in `paths` (files, or directories read non-recursively), with its file."""
+def load(paths: Iterable[str | Path], *, notes: list[str] | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """Every CRD document in `paths` (files, or directories read non-recursively), with its file.
+
+    Other documents (a kubebuilder `config/crd` holds `kustomization.yaml`, `kustomizeconfig.yaml`)
+    are skipped, as controller-runtime's envtest skips them; each skip is appended to `notes`, or
+    logged when no list is given. A CRD that cannot work (old apiVersion, no name) is an error."""
     found: list[tuple[Path, dict[str, Any]]] = []
     for path in _files(paths):
         try:
@@ -45,7 +51,12 @@ def load(paths: Iterable[str | Path]) -> list[tuple[Path, dict[str, Any]]]:
             where = f"{path} (document {index + 1})"
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
-                raise CRDError(f"{where}: expected kind CustomResourceDefinition, found {kind!r}")
+                note = f"{where}: skipped, kind {kind!r} is not a CustomResourceDefinition"
+                if notes is None:
+                    log.info(note)
+                else:
+                    notes.append(note)
+                continue
             if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
                 raise CRDError(
                     f"{where}: apiVersion must be apiextensions.k8s.io/v1, not {doc.get('apiVersion')!r}"

@@ -45,9 +45,17 @@ def resource_url(session: requests.Session, server: str, obj: dict[str, Any]) ->
     raise EnvtestError(f"the server does not serve {kind} in {api_version}")
 
 
-def apply(session: requests.Session, server: str, obj: dict[str, Any], *, source: Path | None = None) -> None:
-    """Server-side apply: idempotent and safe when several xdist workers apply the same object."""
-    url = resource_url(session, server, obj)
+def apply(
+    session: requests.Session,
+    server: str,
+    obj: dict[str, Any],
+    *,
+    source: Path | None = None,
+    url: str | None = None,
+) -> None:
+    """Server-side apply: idempotent and safe when several xdist workers apply the same object.
+    `url` spares the discovery request when the caller knows where the object lives."""
+    url = url or resource_url(session, server, obj)
     resp = session.patch(
         url,
         data=json.dumps(obj),
@@ -75,21 +83,27 @@ def custom_resource_paths(crds: Iterable[dict[str, Any]]) -> list[str]:
     return paths
 
 
+def namespaced_url(server: str, path: str, namespace: str) -> str:
+    """`apis/<group>/<version>/<plural>` in `namespace`: `…/<version>/namespaces/<ns>/<plural>`."""
+    prefix, plural = path.rsplit("/", 1)
+    return f"{server}/{prefix}/namespaces/{namespace}/{plural}"
+
+
 def delete_custom_resources(
     session: requests.Session, server: str, namespace: str, paths: list[str], *, wait: float = 0.0
 ) -> list[str]:
     """Delete every custom resource of `paths` in `namespace`; with `wait`, wait that long for them to
     be gone (finalizers processed). Returns the names still present."""
     for path in paths:
-        items = _items(session, f"{server}/{path}/namespaces/{namespace}")
-        for item in items:
-            session.delete(f"{server}/{path}/namespaces/{namespace}/{item['metadata']['name']}", timeout=10)
+        url = namespaced_url(server, path, namespace)
+        for item in _items(session, url):
+            session.delete(f"{url}/{item['metadata']['name']}", timeout=10)
     deadline = time.monotonic() + wait
     while True:
         left = [
             f"{p.rsplit('/', 1)[1]}/{i['metadata']['name']}"
             for p in paths
-            for i in _items(session, f"{server}/{p}/namespaces/{namespace}")
+            for i in _items(session, namespaced_url(server, p, namespace))
         ]
         if not left or time.monotonic() >= deadline:
             return left
@@ -99,10 +113,11 @@ def delete_custom_resources(
 def strip_finalizers(session: requests.Session, server: str, namespace: str, paths: list[str]) -> None:
     """Last resort so a namespace can go away when its operator could not finish (e.g. it crashed)."""
     for path in paths:
-        for item in _items(session, f"{server}/{path}/namespaces/{namespace}"):
+        url = namespaced_url(server, path, namespace)
+        for item in _items(session, url):
             if item["metadata"].get("finalizers"):
                 session.patch(
-                    f"{server}/{path}/namespaces/{namespace}/{item['metadata']['name']}",
+                    f"{url}/{item['metadata']['name']}",
                     data=json.dumps({"metadata": {"finalizers": None}}),
                     headers={"Content-Type": "application/merge-patch+json"},
                     timeout=10,

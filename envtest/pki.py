@@ -187,12 +187,13 @@ class CertificateAuthority:
 
 
 def service_account_key() -> tuple[bytes, bytes]:
-    """Return (private PEM, public PEM) of a fresh RSA 2048 key for signing service-account tokens.
+    """Return (private PEM, public PEM) of a fresh ECDSA P-256 key for signing service-account tokens.
 
     kube-apiserver takes the private key as ``--service-account-signing-key-file`` and the public key
-    as ``--service-account-key-file``; kube-controller-manager needs the private key too.
+    as ``--service-account-key-file``; kube-controller-manager needs the private key too. ES256 is as
+    valid a token signature as RS256, and an RSA 2048 key costs 0.1 to 0.3 s of every plane's start.
     """
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key = ec.generate_private_key(ec.SECP256R1())
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )

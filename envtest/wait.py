@@ -10,8 +10,12 @@ AssertionError when it is not, so the same plain ``assert`` statements work in b
 
     obj = eventually(ready, timeout=60, description="db has 3 ready replicas")
 
-Only AssertionError (and whatever ``retry_on`` adds) means "not yet": any other exception is a bug in the
-check, or a failure no amount of waiting fixes, and propagates at once instead of burning the timeout.
+"Not yet" means AssertionError, or NotFound for an *object* from the kubernetes client (ApiException
+404), pykube-ng (ObjectDoesNotExist, HTTPError 404) or requests (HTTPError 404) — so
+``eventually(lambda: core.read_namespaced_config_map("cm", ns))`` waits for the ConfigMap to appear.
+A 404 for an unknown *resource* (a typo, a CRD not installed) is not "not yet": see envtest.notfound.
+``retry_on`` adds exception types to these. Any other exception is a bug in the check, or a failure no
+amount of waiting fixes, and propagates at once instead of burning the timeout.
 
 The retry loop is tenacity's; the clock and sleep are parameters so unit tests step time instead of
 sleeping.
@@ -23,7 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, retry_if_result
+from tenacity import RetryCallState, Retrying, retry_if_exception, retry_if_result
+
+from envtest.notfound import is_object_not_found
 
 __all__ = ["consistently", "eventually"]
 
@@ -88,21 +94,29 @@ def _check_non_negative(**values: float) -> None:
             raise ValueError(f"{field} must be >= 0 seconds, got {value!r}")
 
 
+def _not_yet(retry_on: tuple[type[BaseException], ...]) -> Callable[[BaseException], bool]:
+    def judge(exc: BaseException) -> bool:
+        return isinstance(exc, (AssertionError, *retry_on)) or is_object_not_found(exc)
+
+    return judge
+
+
 def eventually(
     check: Callable[[], T],
     *,
     timeout: float = 30.0,
     interval: float = 0.25,
     description: str | None = None,
-    retry_on: tuple[type[BaseException], ...] = (AssertionError,),
+    retry_on: tuple[type[BaseException], ...] = (),
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
 ) -> T:
     """Call ``check`` until it returns, and return what it returned.
 
-    ``check`` is retried every ``interval`` seconds while it raises one of ``retry_on`` (AssertionError
-    by default; add e.g. pykube's ObjectDoesNotExist to wait for an object to appear). It always runs
-    at least once, and once more at the deadline. Any other exception propagates unchanged at once.
+    ``check`` is retried every ``interval`` seconds while it says "not yet": AssertionError, an object's
+    NotFound from the kubernetes client, pykube-ng or requests, or one of ``retry_on`` (added to those,
+    never replacing them). It always runs at least once, and once more at the deadline. Any other
+    exception (a 404 for an unknown resource included) propagates unchanged at once.
 
     On timeout raises AssertionError naming the check, the seconds waited, the number of attempts and
     the last failure (the last state observed), chained from that failure.
@@ -110,19 +124,22 @@ def eventually(
     _check_non_negative(timeout=timeout, interval=interval)
     counted = _Counted(check)
     deadline = _Deadline(timeout, interval, clock)
+    not_yet = _not_yet(retry_on)
     retrying = Retrying(
         sleep=sleep,
         stop=deadline.stop,
         wait=deadline.wait,
-        retry=retry_if_exception_type(retry_on),
+        retry=retry_if_exception(not_yet),
         # The last retryable failure comes out as itself, so we can chain from it below; a RetryError
         # would hide it one level deeper.
         reraise=True,
     )
     try:
         return retrying(counted)
-    except retry_on as exc:
-        # Only reachable on timeout: before the stop, tenacity swallows every retry_on exception.
+    except BaseException as exc:
+        if not not_yet(exc):
+            raise
+        # Only reachable on timeout: before the stop, tenacity swallows every "not yet".
         attempts = "attempt" if counted.attempts == 1 else "attempts"
         raise AssertionError(
             f"eventually({_name(check, description)}) still failing after {deadline.elapsed():.1f}s "

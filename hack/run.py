@@ -1,7 +1,7 @@
 """`make run`: a local control plane, the CRD, the reference operator and the minimal sample,
 in the foreground until the sample is Running and then until Ctrl-C, which stops everything.
 
-The operator runs as its own process (`python -m mysql_operator run`), as a ServiceAccount bound
+The operator runs as its own process (`sys.executable -m mysql_operator run`), as a ServiceAccount bound
 only to the generated ClusterRole, exactly as it would in a cluster.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from envtest import ControlPlane, LocalCluster, objects
+from envtest import ControlPlane, LocalCluster, commands, objects
 from envtest.plane.process import ManagedProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ def bind_operator(cluster: LocalCluster) -> Path:
 
 
 def wait_running(cluster: LocalCluster, name: str, operator: ManagedProcess, timeout: float = 180.0) -> None:
-    url = f"{cluster.server}/apis/db.example.com/v1alpha1/namespaces/{NAMESPACE}/mysqlclusters/{name}"
+    url = f"{cluster.server}/apis/db.example.com/v1beta1/namespaces/{NAMESPACE}/mysqlclusters/{name}"
     last, deadline = None, time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not operator.running:
@@ -114,13 +114,15 @@ def main() -> int:
         say(f"applied {SAMPLE.relative_to(ROOT)}")
         wait_running(cluster, sample["metadata"]["name"], operator)
         kc = shlex.quote(str(plane.kubeconfig))
+        # The plane's own kubectl by absolute path: none may be on PATH, or one of another version.
+        kubectl = commands.kubectl(plane.version)
         say("the sample is Running. Try, in another shell:")
         print(
             f"    export KUBECONFIG={kc}\n"
-            f"    kubectl get mysqlclusters,statefulsets,pods,pvc,svc,secrets -n {NAMESPACE}\n"
-            f"    kubectl patch mysqlcluster {sample['metadata']['name']} --type=merge -p "
+            f"    {kubectl} get mysqlclusters,statefulsets,pods,pvc,svc,secrets -n {NAMESPACE}\n"
+            f"    {kubectl} patch mysqlcluster {sample['metadata']['name']} --type=merge -p "
             '\'{"spec":{"replicas":3}}\'\n'
-            f"    tail -f {operator.log_path}",
+            f"    tail -f {shlex.quote(str(operator.log_path))}",
             flush=True,
         )
         say("Ctrl-C stops the operator and the control plane.")

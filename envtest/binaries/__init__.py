@@ -4,7 +4,6 @@
 the fallback that builds from the Go module proxy.
 """
 
-from envtest.binaries.pins import PINNED, Versions
 from envtest.binaries.resolver import (
     CLIENT_BINARIES,
     COMPONENT_BINARIES,
@@ -21,6 +20,7 @@ from envtest.binaries.resolver import (
     resolve,
     resolve_all,
 )
+from envtest.pins import PINNED, Versions
 
 __all__ = [
     "CLIENT_BINARIES",

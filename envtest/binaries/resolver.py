@@ -10,7 +10,7 @@ Versions are pinned here and nowhere else. Environment variables read by this mo
 - ``XDG_CACHE_HOME``: the cache lives in ``${XDG_CACHE_HOME:-~/.cache}/envtest/k8s/<ver>-<os>-<arch>/``.
 - download base URLs: see envtest.binaries.download.
 
-Versions are pinned in envtest.binaries.pins.
+Versions are pinned in envtest.pins.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from envtest.binaries import download, gobuild
-from envtest.binaries.pins import PINNED
 from envtest.errors import BinaryNotFound, ConfigError, InstallError
+from envtest.pins import PINNED
 
 COMPONENT_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 CLIENT_BINARIES = ("kubectl",)  # not a plane component; installed with the plane so printed commands work

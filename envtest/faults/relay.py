@@ -189,11 +189,11 @@ class RelayHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         self.send_header("Transfer-Encoding", "chunked")
+        if info.verb == "watch" and upstream.status == 200:
+            self._relay_watch(upstream, info, action, client)  # sends the headers once it is registered
+            return
         self.end_headers()
         self.wfile.flush()
-        if info.verb == "watch" and upstream.status == 200:
-            self._relay_watch(upstream, info, action, client)
-            return
         for data in upstream.stream(None):
             self._chunk(data)
         self._chunk(b"")
@@ -216,6 +216,9 @@ class RelayHandler(BaseHTTPRequestHandler):
             timer.daemon = True
             timer.start()
         try:
+            # Headers only now: a client that has seen the 200 may cut or count this watch at once.
+            self.end_headers()
+            self.wfile.flush()
             events, pending = 0, b""
             if limit is not None and events >= limit:
                 return self._end_watch(action, upstream)

@@ -26,6 +26,7 @@ import urllib3
 from envtest import binaries, crds
 from envtest.errors import ConfigError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
+from envtest.loopback import direct_session
 from envtest.pki import CertificateAuthority, service_account_key
 from envtest.plane import flags, kwok
 from envtest.plane.ports import free_port
@@ -131,9 +132,13 @@ class ControlPlane:
         began = time.monotonic()
         try:
             paths = self._resolve_binaries()
+            # etcd needs no certificates: it starts while the PKI is written, and kube-apiserver starts
+            # beside it (it retries etcd by itself); then both are waited for.
+            self._start_etcd(paths[ETCD], wait=False)
             self._write_pki()
-            self._start_etcd(paths[ETCD])
-            self._start_apiserver(paths[APISERVER])
+            self._start_apiserver(paths[APISERVER], wait=False)
+            self.processes[ETCD].wait_ready()
+            self.processes[APISERVER].wait_ready()
             if self.crd_paths:
                 crds.install(self.admin_session(), self.server, self.crd_paths)
             if KCM in self.components:
@@ -243,7 +248,13 @@ class ControlPlane:
         return write_kubeconfig(self.workdir / f"{name}.kubeconfig", cfg)
 
     def _launch(
-        self, name: str, binary: Path, args: dict[str, str | None], ready: Callable[[], bool]
+        self,
+        name: str,
+        binary: Path,
+        args: dict[str, str | None],
+        ready: Callable[[], bool],
+        *,
+        wait: bool = True,
     ) -> ManagedProcess:
         argv = [str(binary), *flags.render(flags.DEFAULT_FLAGS[name], args, self.extra_args.get(name, {}))]
         proc = ManagedProcess(
@@ -254,13 +265,13 @@ class ControlPlane:
             start_timeout=self.start_timeout,
             stop_timeout=self.stop_grace,
         )
-        (self.workdir / "logs").mkdir(exist_ok=True)
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         self.processes[name] = proc
         self._progress(f"starting {name}")
-        proc.start()
+        proc.start() if wait else proc.spawn()
         return proc
 
-    def _start_etcd(self, binary: Path) -> None:
+    def _start_etcd(self, binary: Path, *, wait: bool = True) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
         peer_url = f"http://127.0.0.1:{peer}"
@@ -272,9 +283,9 @@ class ControlPlane:
             "initial-advertise-peer-urls": peer_url,
             "initial-cluster": f"envtest={peer_url}",
         }
-        self._launch(ETCD, binary, args, ready=lambda: _http_ok(f"{self.etcd_url}/health"))
+        self._launch(ETCD, binary, args, ready=lambda: _http_ok(f"{self.etcd_url}/health"), wait=wait)
 
-    def _start_apiserver(self, binary: Path) -> None:
+    def _start_apiserver(self, binary: Path, *, wait: bool = True) -> None:
         pki = self.workdir / "pki"
         args = {
             "secure-port": str(self.api_port),
@@ -287,7 +298,7 @@ class ControlPlane:
             "service-account-signing-key-file": str(pki / "sa.key"),
             "cert-dir": str(pki),
         }
-        self._launch(APISERVER, binary, args, ready=self._apiserver_ready)
+        self._launch(APISERVER, binary, args, ready=self._apiserver_ready, wait=wait)
 
     def _apiserver_ready(self) -> bool:
         return self.admin_session().get(f"{self.server}/readyz", timeout=2).status_code == 200
@@ -378,7 +389,9 @@ def _collection_url(server: str, obj: Mapping[str, Any]) -> str:
 
 
 def _http_ok(url: str) -> bool:
-    return requests.get(url, timeout=2).status_code == 200
+    # Not requests.get: with HTTP(S)_PROXY set and no NO_PROXY it would ask the proxy for 127.0.0.1.
+    with direct_session() as session:
+        return session.get(url, timeout=2).status_code == 200
 
 
 def _https_ok(url: str) -> bool:
@@ -386,4 +399,5 @@ def _https_ok(url: str) -> bool:
     # we probe liveness on loopback only, so skipping verification here is harmless.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-        return requests.get(url, timeout=2, verify=False).status_code == 200
+        with direct_session() as session:
+            return session.get(url, timeout=2, verify=False).status_code == 200

@@ -108,12 +108,24 @@ class ManagedProcess:
 
     def start(self) -> None:
         """Spawn the process and wait until ``ready()`` is true; on any failure the process is stopped."""
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it: several components can then start side by side
+        (kube-apiserver retries etcd by itself). Follow with wait_ready()."""
         with self._lock:
             if self._proc is not None:
                 if self._proc.poll() is None:
                     raise ProcessError(f"{self.name} is already running (pid {self._proc.pid})")
                 self._reap_locked()  # exited on its own since; clean its group up before reusing
-            proc = self._spawn_locked()
+            self._spawn_locked()
+
+    def wait_ready(self) -> None:
+        """Wait until ``ready()`` is true; on any failure (timeout, exit, Ctrl-C) the process is stopped."""
+        proc = self._proc
+        if proc is None:
+            raise ProcessError(f"{self.name} was not spawned")
         try:
             self._wait_ready(proc)
         except BaseException as exc:
@@ -203,7 +215,8 @@ class ManagedProcess:
                     f"{self.name} not ready after {time.monotonic() - started:.0f}s{probe}; "
                     f"last log lines:\n{self.log_tail()}"
                 ) from last_error
-            time.sleep(POLL_INTERVAL)
+            # Most components are ready within a few hundred ms: poll fast first, then back off.
+            time.sleep(min(POLL_INTERVAL, 0.01 + (time.monotonic() - started) / 20))
 
     def _reap_locked(self) -> None:
         proc = self._proc

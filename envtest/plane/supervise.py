@@ -15,7 +15,21 @@ from pathlib import Path
 from types import FrameType
 
 from envtest.plane.controlplane import ControlPlane
-from envtest.plane.supervisor import STATE_FILE, PlaneState, pid_alive
+from envtest.plane.supervisor import (
+    STATE_FILE,
+    AlreadySupervised,
+    PlaneState,
+    hold_lock,
+    pid_alive,
+    pid_start_time,
+)
+from envtest.webhooks.conversion import (
+    DEFAULT_PATH,
+    ConversionServer,
+    load_factory,
+    start_endpoint,
+    write_crds,
+)
 
 
 class _Stop(BaseException):
@@ -31,7 +45,8 @@ def _watch_owner(owner_pid: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Reads what `supervisor.supervise_argv` writes."""
     parser = argparse.ArgumentParser(prog="python -m envtest.plane.supervise")
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--name", required=True)
@@ -40,7 +55,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crd", action="append", default=[])
     parser.add_argument("--job-pods", default="complete", choices=["complete", "hold"])
     parser.add_argument("--owner-pid", type=int)
-    args = parser.parse_args(argv)
+    parser.add_argument("--conversion-webhook", help="package.module:factory of the conversion server")
+    parser.add_argument("--conversion-path", default=DEFAULT_PATH)
+    parser.add_argument("--python-path", action="append", default=[], help="prepended to sys.path")
+    return parser
+
+
+def _start_conversion(args: argparse.Namespace) -> tuple[ConversionServer, str, bytes, list[str]]:
+    """The conversion server, and the CRD paths rewritten to point at it (the plane's CRDs then never
+    exist without their conversion, not even for the instant between create and patch)."""
+    # The caller's import path, so `pkg.module` resolves here as it did in pytest (rootdir, src/, …).
+    sys.path[:0] = [p for p in args.python_path if p not in sys.path]
+    factory = load_factory(args.conversion_webhook)
+    server, url, ca = start_endpoint(factory, args.state_dir / "conversion-certs", path=args.conversion_path)
+    print(f"conversion webhook {args.conversion_webhook} serving at {url}", flush=True)
+    try:
+        crd_dir = write_crds(args.crd, url, ca, args.state_dir / "conversion-crds") if args.crd else None
+    except BaseException:
+        server.stop()
+        raise
+    return server, url, ca, [str(crd_dir)] if crd_dir else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        # Held until this process dies, however it dies: readers test it instead of trusting a pid.
+        lock = hold_lock(args.state_dir)
+    except AlreadySupervised as exc:
+        print(exc, flush=True)
+        return 1
 
     stop = threading.Event()
     started = False
@@ -55,19 +99,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.owner_pid:
         threading.Thread(target=_watch_owner, args=(args.owner_pid,), daemon=True).start()
 
-    plane = ControlPlane(
-        args.components,
-        version=args.version,
-        crds=args.crd,
-        job_pods=args.job_pods,
-        workdir=args.state_dir / "plane",
-        progress=lambda m: print(m, flush=True),
-    )
+    conversion: ConversionServer | None = None
+    url, ca, crd_paths = "", b"", list(args.crd)
     try:
+        if args.conversion_webhook:
+            conversion, url, ca, crd_paths = _start_conversion(args)
+        plane = ControlPlane(
+            args.components,
+            version=args.version,
+            crds=crd_paths,
+            job_pods=args.job_pods,
+            workdir=args.state_dir / "plane",
+            progress=lambda m: print(m, flush=True),
+        )
         plane.start()
-    except _Stop:
-        print("stopped during start-up", flush=True)
-        return 0
+    except BaseException as exc:
+        if conversion is not None:
+            conversion.stop()
+        if isinstance(exc, _Stop):
+            print("stopped during start-up", flush=True)
+            return 0
+        raise
     started = True
     try:
         PlaneState(
@@ -80,11 +132,21 @@ def main(argv: list[str] | None = None) -> int:
             components=list(plane.components),
             logs={k: str(v) for k, v in plane.log_paths.items()},
             started_at=time.time(),
+            job_pods=args.job_pods,
+            pid_start=pid_start_time(os.getpid()) or 0,
+            conversion_webhook=args.conversion_webhook or "",
+            conversion_url=url,
+            conversion_ca=ca.decode(),
         ).write(args.state_dir)
         stop.wait()
     finally:
         (args.state_dir / STATE_FILE).unlink(missing_ok=True)
-        plane.stop()
+        try:
+            plane.stop()
+        finally:
+            if conversion is not None:  # after the plane: nothing may call it once it is gone
+                conversion.stop()
+            lock.close()  # only now may a reader see the plane as gone
     return 0
 
 

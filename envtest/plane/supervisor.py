@@ -5,11 +5,20 @@ Used by `envtest up` (survives the shell) and by the pytest plugin under xdist (
 all workers, stopped by the xdist controller). The supervisor's children die with it (PDEATHSIG),
 and with `owner_pid` the supervisor itself stops when its owner disappears, so a SIGKILLed pytest
 leaves nothing behind.
+
+Liveness protocol. A pid alone proves nothing: after a hard kill the pid can be reused by an
+unrelated process, which a bare `kill(pid, 0)` would take for the supervisor (and `down` would then
+signal). So the supervisor holds an exclusive flock on `<state dir>/supervisor.lock` for its whole
+life; the kernel drops it when the process dies, however it dies. Readers try to take that lock
+without blocking: if they can, the supervisor is gone and the state is stale. Before signalling,
+`stop` checks again that the lock is held *and* that the pid still has the start time recorded in
+the state, so it never signals a process that is not the supervisor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -19,22 +28,36 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 
-from envtest.errors import ProcessError, StartTimeout
+from envtest import commands
+from envtest.errors import EnvtestError, ProcessError, StartTimeout, UsageProblem
 
 STATE_FILE = "state.json"
+LOCK_FILE = "supervisor.lock"
 
 
 def clusters_root() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # The XDG spec says relative values are invalid and must be ignored (as the binary cache does).
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
     return base / "envtest" / "clusters"
+
+
+def plane_dirs(root: Path | None = None) -> list[Path]:
+    """State directories under `root` (default clusters_root()), sorted. Only directories: lock files
+    (`.NAME.lock`, taken by the plugin while it starts a kept plane) live beside them."""
+    root = root or clusters_root()
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 @dataclass(frozen=True)
 class PlaneState:
     name: str
     pid: int
-    """The supervisor's pid; signal it to stop the plane."""
+    """The supervisor's pid; signal it to stop the plane (only while it holds the lock)."""
     kubeconfig: str
     server: str
     workdir: str
@@ -42,6 +65,16 @@ class PlaneState:
     components: list[str]
     logs: dict[str, str] = field(default_factory=dict)
     started_at: float = 0.0
+    job_pods: str = "complete"
+    """kwok's Job pod mode the plane was started with (reusing it with another one is an error)."""
+    pid_start: int = 0
+    """The supervisor's start time (/proc/PID/stat field 22); 0 if unknown. Guards against pid reuse."""
+    conversion_webhook: str = ""
+    """``package.module:factory`` of the conversion server the supervisor runs; "" when none."""
+    conversion_url: str = ""
+    """Full URL of that endpoint (path included): every CRD re-apply must point at it."""
+    conversion_ca: str = ""
+    """PEM of the CA the apiserver trusts for it (the CRDs' caBundle)."""
 
     def write(self, state_dir: Path) -> None:
         tmp = state_dir / (STATE_FILE + ".tmp")
@@ -50,6 +83,7 @@ class PlaneState:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether *some* process has this pid: good enough for the owner watch, not for the supervisor."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -59,16 +93,141 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def pid_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat.rsplit(")", 1)[-1].split()
+    try:
+        return int(fields[19])  # field 22 overall; fields[0] here is field 3
+    except (IndexError, ValueError):
+        return None
+
+
+# -- the lock -------------------------------------------------------------------------------------
+
+
+class AlreadySupervised(EnvtestError):
+    """Another live supervisor holds the lock of this state directory."""
+
+
+def hold_lock(state_dir: Path, *, timeout: float = 5.0) -> IO[bytes]:
+    """Take the supervisor lock and return its file; keep the file open for as long as you live.
+
+    Readers hold the lock for microseconds while they test it, so a short retry tells them apart
+    from another supervisor (which holds it for good): that one makes us raise AlreadySupervised.
+    The descriptor is not inherited (PEP 446), so the plane's processes never keep the lock alive.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fh = open(state_dir / LOCK_FILE, "ab")  # noqa: SIM115 - held open for the process's life
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fh
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                fh.close()
+                raise AlreadySupervised(
+                    f"another supervisor holds {state_dir / LOCK_FILE}; stop it first"
+                ) from None
+            time.sleep(0.02)
+
+
+def lock_held(state_dir: Path) -> bool:
+    """Whether a live supervisor holds `<state_dir>/supervisor.lock` (tested by trying to take it)."""
+    try:
+        fh = open(state_dir / LOCK_FILE, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def _is_supervisor(state_dir: Path, state: PlaneState) -> bool:
+    """The lock is held and `state.pid` is still the process that was recorded (not a reused pid)."""
+    if not lock_held(state_dir):
+        return False
+    if state.pid_start:
+        return pid_start_time(state.pid) == state.pid_start
+    return pid_alive(state.pid)
+
+
 def read_state(state_dir: Path) -> PlaneState | None:
     """The recorded state, or None when there is none or its supervisor is gone (stale)."""
     try:
         state = PlaneState(**json.loads((state_dir / STATE_FILE).read_text()))
-    except (FileNotFoundError, ValueError, TypeError):
+    except (FileNotFoundError, NotADirectoryError, ValueError, TypeError):
         return None
-    return state if pid_alive(state.pid) else None
+    return state if _is_supervisor(state_dir, state) else None
 
 
-def launch(
+def differences(
+    state: PlaneState,
+    *,
+    version: str,
+    components: Sequence[str],
+    job_pods: str,
+    conversion: str | None = None,
+) -> list[str]:
+    """How a running plane differs from the settings a caller wants to reuse it with (empty: none).
+    ``conversion`` None: not compared (`envtest up` without the option); "" asks for none."""
+    found: list[str] = []
+    if state.version != version:
+        found.append(f"k8s version: running {state.version}, asked for {version}")
+    if sorted(state.components) != sorted(components):
+        found.append(f"components: running {','.join(state.components)}, asked for {','.join(components)}")
+    if state.job_pods != job_pods:
+        found.append(f"job_pods: running {state.job_pods}, asked for {job_pods}")
+    if conversion is not None and state.conversion_webhook != conversion:
+        running = state.conversion_webhook or "none"
+        found.append(f"conversion webhook: running {running}, asked for {conversion or 'none'}")
+    return found
+
+
+def check_reusable(
+    state: PlaneState,
+    *,
+    version: str,
+    components: Sequence[str],
+    job_pods: str,
+    conversion: str | None = None,
+) -> None:
+    """Raise UsageProblem naming every differing setting and the command that stops the plane: a
+    plane silently reused with other settings would make tests pass or fail for the wrong reason."""
+    found = differences(
+        state, version=version, components=components, job_pods=job_pods, conversion=conversion
+    )
+    if found:
+        raise UsageProblem(
+            f"control plane {state.name!r} is already running with other settings ({'; '.join(found)}); "
+            f"stop it with `{commands.down(state.name)}` or ask for the same settings"
+        )
+
+
+# -- start and stop -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """The conversion server a supervisor runs beside its plane (see envtest.webhooks.conversion)."""
+
+    factory: str
+    """``package.module:factory``, imported by the supervisor."""
+    path: str = "/convert"
+    python_path: tuple[str, ...] = ()
+    """sys.path entries of the caller, so the supervisor imports the factory as the caller would."""
+
+
+def supervise_argv(
     state_dir: Path,
     *,
     name: str,
@@ -77,12 +236,9 @@ def launch(
     crds: Sequence[str | Path] = (),
     job_pods: str = "complete",
     owner_pid: int | None = None,
-    timeout: float = 600.0,
-) -> PlaneState:
-    """Start a supervisor for a new plane and wait until it reports ready. `timeout` covers a
-    first-time binary build, whose progress goes to `<state_dir>/supervisor.log`."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / STATE_FILE).unlink(missing_ok=True)
+    conversion: Conversion | None = None,
+) -> list[str]:
+    """The command line of `envtest.plane.supervise` (its parser reads back exactly these)."""
     argv = [
         sys.executable,
         "-m",
@@ -102,6 +258,40 @@ def launch(
         argv += ["--crd", str(Path(crd).resolve())]
     if owner_pid:
         argv += ["--owner-pid", str(owner_pid)]
+    if conversion is not None:
+        argv += ["--conversion-webhook", conversion.factory, "--conversion-path", conversion.path]
+        for entry in conversion.python_path:
+            argv += ["--python-path", entry]
+    return argv
+
+
+def launch(
+    state_dir: Path,
+    *,
+    name: str,
+    components: Sequence[str],
+    version: str | None = None,
+    crds: Sequence[str | Path] = (),
+    job_pods: str = "complete",
+    owner_pid: int | None = None,
+    conversion: Conversion | None = None,
+    timeout: float = 600.0,
+) -> PlaneState:
+    """Start a supervisor for a new plane and wait until it reports ready. Resolve the binaries first
+    (callers do, with progress the user sees): otherwise `timeout` must cover a first-time build,
+    whose progress would only reach `<state_dir>/supervisor.log`."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / STATE_FILE).unlink(missing_ok=True)
+    argv = supervise_argv(
+        state_dir,
+        name=name,
+        components=components,
+        version=version,
+        crds=crds,
+        job_pods=job_pods,
+        owner_pid=owner_pid,
+        conversion=conversion,
+    )
     log_path = state_dir / "supervisor.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -117,37 +307,46 @@ def launch(
                 f"control plane supervisor exited with {proc.returncode}; log {log_path}:\n{_tail(log_path)}"
             )
         time.sleep(0.2)
-    stop_pid(proc.pid)
+    _stop_child(proc)
     raise StartTimeout(f"control plane not ready after {timeout:.0f}s; log {log_path}:\n{_tail(log_path)}")
 
 
 def stop(state_dir: Path, *, timeout: float = 60.0) -> bool:
-    """Stop the plane recorded in `state_dir`; True if one was running."""
+    """Stop the plane recorded in `state_dir`; True if one was running. A process that does not hold
+    the supervisor lock (a stale state, a reused pid) is never signalled."""
     state = read_state(state_dir)
     if state is None:
         return False
-    stop_pid(state.pid, timeout=timeout)
+    _signal_if_supervisor(state_dir, state, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _is_supervisor(state_dir, state) or _zombie(state.pid):
+            return True
+        time.sleep(0.1)
+    _signal_if_supervisor(state_dir, state, signal.SIGKILL)  # its children die with it (PDEATHSIG)
     return True
 
 
-def stop_pid(pid: int, *, timeout: float = 60.0) -> None:
-    """SIGTERM (the supervisor stops its plane cleanly), then SIGKILL (its children die with it)."""
+def _signal_if_supervisor(state_dir: Path, state: PlaneState, sig: signal.Signals) -> None:
+    # Checked right before the kill: the window for a pid to be reused in between is microseconds.
+    if _is_supervisor(state_dir, state):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(state.pid, sig)
+
+
+def _stop_child(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    """Our own child: its pid cannot be reused before we reap it, so Popen may signal it safely."""
+    proc.terminate()
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid) or _zombie(pid):
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _zombie(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
     except (OSError, IndexError):
         return False
 

@@ -45,11 +45,24 @@ def namespaced_resources(session: requests.Session, server: str) -> list[tuple[s
     return found
 
 
-def _redact(obj: dict[str, Any]) -> dict[str, Any]:
-    if obj.get("kind") == "Secret":
-        obj = {**obj, "data": {k: "<redacted>" for k in obj.get("data") or {}}}
-    obj.get("metadata", {}).pop("managedFields", None)
-    return obj
+REDACTED = "<redacted>"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""Written by `kubectl apply`: the whole object as applied, a Secret's values included."""
+
+
+def redact(obj: dict[str, Any], resource: tuple[str, str] | None = None) -> dict[str, Any]:
+    """A copy fit for CI artifacts. A Secret is known by the resource it was listed from — items of
+    a list carry no `kind` — or by its kind; its values and its last-applied annotation go."""
+    secret = resource == ("api/v1", "secrets") or (
+        obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"
+    )
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    if secret:
+        obj = {k: v for k, v in obj.items() if k != "stringData"}
+        obj["data"] = dict.fromkeys(obj.get("data") or {}, REDACTED)
+        if LAST_APPLIED in (meta.get("annotations") or {}):
+            meta["annotations"] = {**meta["annotations"], LAST_APPLIED: REDACTED}
+    return {**obj, "metadata": meta}
 
 
 def collect(
@@ -82,7 +95,7 @@ def collect(
                 errors.append(f"{ns}/{plural}: {exc}")
                 continue
             if items:
-                docs = [_redact(i) for i in items]
+                docs = [redact(i, (path, plural)) for i in items]
                 (ns_dir / f"{plural}.{path.replace('/', '_')}.yaml").write_text(
                     yaml.safe_dump_all(docs, sort_keys=False)
                 )
@@ -103,7 +116,7 @@ def collect(
 def _write_events(session: requests.Session, server: str, ns: str, ns_dir: Path) -> None:
     items = session.get(f"{server}/api/v1/namespaces/{ns}/events", timeout=10).json().get("items", [])
     items.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-    (ns_dir / "events.yaml").write_text(yaml.safe_dump_all([_redact(e) for e in items], sort_keys=False))
+    (ns_dir / "events.yaml").write_text(yaml.safe_dump_all([redact(e) for e in items], sort_keys=False))
     lines = [
         f"{e.get('lastTimestamp') or e.get('eventTime')}\t{e.get('type')}\t{e.get('reason')}\t"
         f"{e['involvedObject'].get('kind')}/{e['involvedObject'].get('name')}\t{e.get('message', '').strip()}"

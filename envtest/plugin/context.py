@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envtest import objects
-from envtest.errors import EnvtestError, EnvtestWarning
-from envtest.plugin import artifacts
+from envtest.errors import EnvtestError, FinalizerStuck
+from envtest.plugin import artifacts, rbac
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
@@ -50,7 +50,7 @@ class TestContext:
         test = self.nodeid.rsplit("::", 1)[-1]
         slug = re.sub(r"[^a-z0-9]+", "-", test.lower()).strip("-")[:40].strip("-") or "test"
         name = f"{slug}-{secrets.token_hex(3)}"
-        body = {"metadata": {"name": name, "labels": {"envtest.io/run": self.session.run_id}}}
+        body = {"metadata": {"name": name, "labels": self.session.labels}}
         resp = cluster.session.post(f"{cluster.server}/api/v1/namespaces", json=body, timeout=10)
         if resp.status_code != 201:
             raise EnvtestError(f"creating namespace {name}: {resp.status_code} {resp.text[:300]}")
@@ -79,6 +79,8 @@ class TestContext:
         cluster.session.delete(
             f"{cluster.server}/api/v1/namespaces/{name}", json={"propagationPolicy": "Background"}, timeout=10
         )
+        # The operator's cluster-wide grants made for this namespace (see operator_kubeconfig).
+        rbac.delete_labelled(cluster.session, cluster.server, f"{rbac.NAMESPACE_LABEL}={name}")
         _timing("namespace_delete", began)
 
     # -- the operator ---------------------------------------------------------------------------------
@@ -101,30 +103,65 @@ class TestContext:
             lambda: cluster.new_pykube_from(kubeconfig),
             namespace=namespace,
             log_path=log_path,
-            loggers=self.session.settings.operator_loggers,
+            loggers=self.session.settings.operator_loggers or None,
         )
         runner.start()
         _timing("operator_start", began)
         return runner
 
     def operator_kubeconfig(self, cluster: Cluster, namespace: str) -> Path:
-        """ServiceAccount `envtest-operator` in `namespace`, bound only to the operator's ClusterRole."""
-        role = self.session.operator_clusterrole()
-        binding = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [
-                {"kind": "ServiceAccount", "name": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace}
-            ],
-        }
-        objects.apply(cluster.session, cluster.server, binding)
+        """ServiceAccount `envtest-operator` in `namespace`, granted only the operator's RBAC: its
+        ClusterRole in `namespace`, that role's cluster-scoped rules cluster-wide, its Roles in
+        `namespace` (see `envtest.plugin.rbac`)."""
+        sa = {"service_account": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace}
+        docs: list[dict[str, Any]] = []
+        clusterrole = self.session.operator_clusterrole()
+        if clusterrole is not None:
+            docs.append(
+                rbac.binding(
+                    "RoleBinding",
+                    OPERATOR_SERVICE_ACCOUNT,
+                    role_kind="ClusterRole",
+                    role_name=clusterrole,
+                    **sa,
+                )
+            )
+            rules = self.session.cluster_scoped_rules(cluster, clusterrole)
+            if rules:
+                name = f"{OPERATOR_SERVICE_ACCOUNT}-{namespace}"
+                labels = {**self.session.labels, rbac.NAMESPACE_LABEL: namespace}
+                docs.append(rbac.cluster_role(name, rules, labels))
+                docs.append(
+                    rbac.binding(
+                        "ClusterRoleBinding",
+                        name,
+                        role_kind="ClusterRole",
+                        role_name=name,
+                        labels=labels,
+                        **sa,
+                    )
+                )
+        for role in self.session.operator_roles:
+            docs.append(rbac.role_in(role, namespace))
+            role_name = role["metadata"]["name"]
+            docs.append(
+                rbac.binding(
+                    "RoleBinding",
+                    f"{OPERATOR_SERVICE_ACCOUNT}-{role_name}",
+                    role_kind="Role",
+                    role_name=role_name,
+                    **sa,
+                )
+            )
+        for doc in docs:
+            objects.apply(cluster.session, cluster.server, doc, url=rbac.url_of(cluster.server, doc))
         return cluster.identity_kubeconfig(
             namespace, OPERATOR_SERVICE_ACCOUNT, self.log_dir() / f"{namespace}.kubeconfig"
         )
 
     def stop_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:
+        """Failures found here (a finalizer never removed, a crash, an operator that will not stop)
+        get their artifacts now, while the namespace still exists; the report names the folder."""
         began = time.monotonic()
         if self.faults is not None:
             self.faults.clear()  # the faults belong to the test body, not to the cleanup of its CRs
@@ -138,16 +175,26 @@ class TestContext:
                     wait=TEARDOWN_WAIT,
                 )
                 if left:
+                    # A warning, so suites choose: `filterwarnings = error::envtest.errors.FinalizerStuck`
+                    # makes it fail the test (this repo does), as the bug it usually is.
                     warnings.warn(
-                        EnvtestWarning(
+                        FinalizerStuck(
                             f"{self.nodeid}: still present {TEARDOWN_WAIT:.0f}s after delete with the "
-                            f"operator running: {', '.join(left)}; finalizers will be stripped"
+                            f"operator running: {', '.join(left)}; finalizers will be stripped "
+                            f"(artifacts: {self.collect_artifacts()})"
                         ),
                         stacklevel=1,
                     )
         finally:
-            runner.stop()
-            _timing("operator_teardown", began)
+            try:
+                runner.stop()
+            except BaseException:
+                self.collect_artifacts()
+                raise
+            finally:
+                _timing("operator_teardown", began)
+        if runner.errors:
+            self.collect_artifacts()
         runner.check()
 
     # -- artifacts ------------------------------------------------------------------------------------

@@ -56,8 +56,22 @@ class ThreadOperator:
                 raise OperatorFailed(f"{self._name} did not stop within {timeout:.0f}s")
 
 
+HARNESS_LOGGER = "envtest"
+"""The harness's own loggers (this one and its children) never go into an operator's log."""
+
+
+class _NotHarness(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name != HARNESS_LOGGER and not record.name.startswith(HARNESS_LOGGER + ".")
+
+
 class OperatorRunner:
-    """One operator instance for one test; `stop()` is idempotent and always detaches its log."""
+    """One operator instance for one test; `stop()` is idempotent and always detaches its log.
+
+    Log capture, while the operator runs: by default every record logged in the process (a
+    framework's own loggers, `kopf` say, explain as much as the operator's), at INFO and above, and
+    DEBUG of the factory's top package; the harness's loggers aside. `loggers` narrows it to those
+    loggers, at DEBUG."""
 
     def __init__(
         self,
@@ -66,11 +80,18 @@ class OperatorRunner:
         *,
         namespace: str | None,
         log_path: Path | None = None,
-        loggers: Sequence[str] = ("",),
+        loggers: Sequence[str] | None = None,
     ) -> None:
         self.factory, self.api_factory, self.namespace = factory, api_factory, namespace
         self.log_path = log_path
-        self._loggers = loggers
+        # logger name → level it is lowered to (if above) while the operator runs; handler on each.
+        if loggers is None:
+            package = str(getattr(factory, "__module__", "") or "").split(".")[0]
+            self._levels = {"": logging.INFO, **({package: logging.DEBUG} if package else {})}
+            self._attach_to: tuple[str, ...] = ("",)  # the root sees every propagating record
+        else:
+            self._levels = dict.fromkeys(loggers, logging.DEBUG)
+            self._attach_to = tuple(loggers)
         self._handler: logging.Handler | None = None
         self._saved_levels: dict[str, int] = {}
         self.operator: OperatorLike | None = None
@@ -111,20 +132,23 @@ class OperatorRunner:
             logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
         )
         handler.setLevel(logging.DEBUG)
-        for name in self._loggers:
+        handler.addFilter(_NotHarness())
+        for name, level in self._levels.items():
             logger = logging.getLogger(name)
             self._saved_levels[name] = logger.level
-            if logger.getEffectiveLevel() > logging.DEBUG:
-                logger.setLevel(logging.DEBUG)
-            logger.addHandler(handler)
+            if logger.getEffectiveLevel() > level:
+                logger.setLevel(level)
+        for name in self._attach_to:
+            logging.getLogger(name).addHandler(handler)
         self._handler = handler
 
     def _detach_log(self) -> None:
         if self._handler is None:
             return
-        for name in self._loggers:
-            logger = logging.getLogger(name)
-            logger.removeHandler(self._handler)
-            logger.setLevel(self._saved_levels.get(name, logging.NOTSET))
+        for name in self._attach_to:
+            logging.getLogger(name).removeHandler(self._handler)
+        for name, level in self._saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+        self._saved_levels.clear()
         self._handler.close()
         self._handler = None

@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
-from envtest import crds, objects
+from envtest import binaries, commands, crds, objects
 from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
-from envtest.errors import ConfigError
+from envtest.errors import ConfigError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
+from envtest.plugin import rbac, sweep
 from envtest.plugin.settings import Settings
+from envtest.plugin.state import SHARED_DIR
+from envtest.webhooks import conversion
 
-SHARED_DIR = "envtest-shared"
-RUN_LABEL = "envtest.io/run"
+DETACHED_START_TIMEOUT = 300.0
+"""Seconds for a detached plane to report ready once its binaries are installed (≈ 5 s normally;
+generous for a loaded 2-core CI machine). A first-time build happens before, without this limit."""
+KIND_CREATED = "envtest-kind-created"
+"""Written by the xdist worker that created the kind cluster (it holds the kind path used)."""
+RUN_LABEL = sweep.RUN_LABEL
 
 
 def run_id(config: pytest.Config) -> str:
@@ -54,9 +63,32 @@ class ClusterSession:
         self.settings = settings
         self.run_id = run_id(config)
         self._cluster: Cluster | None = None
-        self._crd_docs = [doc for _, doc in crds.load(settings.crds)] if settings.crds else []
+        self.worker = sweep.worker_id(config)
+        self.notes: list[str] = []
+        """Things worth a line in the report header (CRD-folder documents skipped)."""
+        self._crd_docs = (
+            [doc for _, doc in crds.load(settings.crds, notes=self.notes)] if settings.crds else []
+        )
         self.cr_paths = objects.custom_resource_paths(self._crd_docs)
         """API paths of the custom resources the tests' CRDs define (deleted at test teardown)."""
+        try:
+            manifests = objects.load_manifests(settings.operator_rbac)
+        except ConfigError as exc:
+            raise UsageProblem(f"envtest_operator_rbac: {exc}") from None
+        self._session_rbac, roles = rbac.split_manifests(manifests)
+        self.operator_roles = [doc for _, doc in roles]
+        """Roles of the operator, created and bound in each test namespace (not at session start)."""
+        self._cluster_rules: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._conversion: tuple[conversion.ConversionServer, str, bytes] | None = None
+        """This process's own conversion server (in-process and private planes): server, URL, CA."""
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels of what this process creates on a cluster: the sweep finds exactly these."""
+        return sweep.labels(self.run_id, self.worker)
+
+    def header_lines(self) -> list[str]:
+        return [self.settings.header(), *(f"envtest: {note}" for note in self.notes)]
 
     @property
     def is_xdist_worker(self) -> bool:
@@ -85,9 +117,14 @@ class ClusterSession:
                 cluster = KindCluster(
                     name=s.cluster_name,
                     config_file=config_file if config_file.exists() else None,
-                    keep=s.keep or self.is_xdist_worker,
-                    kind_path=self.config.getoption("kind_bin", default=None),
+                    delete_on_close=not (s.keep or self.is_xdist_worker),
+                    kind_path=s.kind_bin,
+                    image=s.kind_image,
+                    kubeconfig=s.kubeconfig,
+                    progress=self._progress,
                 )
+                if cluster.created and self.is_xdist_worker:  # for the controller's finish()
+                    (base_temp(self.config) / KIND_CREATED).write_text(str(cluster.kind_path))
         elif s.keep:
             cluster = self._detached(supervisor.clusters_root() / s.cluster_name, owner=None)
         elif self.is_xdist_worker:
@@ -97,38 +134,107 @@ class ClusterSession:
             plane = ControlPlane(
                 s.components,
                 version=s.version,
-                crds=s.crds,
+                crds=self._plane_crds(),
                 job_pods=s.job_pods,  # type: ignore[arg-type]
                 progress=self._progress,
             )
-            plane.start()
+            plane.start()  # the conversion server, if any, outlives a failed start: finish() stops it
             cluster = LocalCluster.from_plane(plane)
         with lock:
             self._prepare(cluster)
         return cluster
 
     def _detached(self, state_dir: Path, owner: int | None) -> LocalCluster:
+        """The plane recorded in `state_dir`, started (detached) if none runs. A running one is reused
+        only with the same settings; a kept one gets the CRDs applied again (they may have changed)."""
         s = self.settings
-        with FileLock(str(state_dir.parent / f".{state_dir.name}.lock")):
+        version = binaries.k8s_version(s.version)
+        state_dir.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(state_dir.parent / f".{state_dir.name}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            self._progress("waiting for another process starting the control plane")
+            lock.acquire()
+        try:
             state = supervisor.read_state(state_dir)
             if state is None:
-                self._progress(f"starting a shared control plane (log: {state_dir / 'supervisor.log'})")
+                # Binaries first, here, under the install lock and with progress the user sees: the
+                # supervisor's log reaches nobody, and its timeout should not have to cover a build.
+                binaries.resolve_all(s.components, version=version, progress=self._progress)
+                if "kwok" in s.components:
+                    binaries.kwok_stages_dir(version, progress=self._progress)
+                self._progress(f"starting a control plane (log: {state_dir / 'supervisor.log'})")
                 state = supervisor.launch(
                     state_dir,
                     name=state_dir.name,
                     components=s.components,
-                    version=s.version,
+                    version=version,
                     crds=s.crds,
                     job_pods=s.job_pods,
                     owner_pid=owner,
+                    conversion=self._supervised_conversion(),
+                    timeout=DETACHED_START_TIMEOUT,
                 )
-        return _local_from_state(state)
+                reused = False
+            else:
+                supervisor.check_reusable(
+                    state,
+                    version=version,
+                    components=s.components,
+                    job_pods=s.job_pods,
+                    conversion=s.conversion_webhook or "",
+                )
+                reused = True
+        except UsageProblem as exc:
+            raise pytest.UsageError(str(exc)) from None
+        finally:
+            lock.release()
+        cluster = _local_from_state(state)
+        if reused and s.keep and s.crds:  # a shared plane of this run got them from its supervisor
+            if state.conversion_url:  # a plain re-apply replaces spec, conversion included
+                conversion.install_crds(
+                    cluster.session,
+                    cluster.server,
+                    self._crd_docs,
+                    state.conversion_url,
+                    state.conversion_ca.encode(),
+                )
+            else:
+                crds.install(cluster.session, cluster.server, s.crds)
+        return cluster
+
+    def _supervised_conversion(self) -> supervisor.Conversion | None:
+        s = self.settings
+        if not s.conversion_webhook:
+            return None
+        # The supervisor imports the factory: give it our import path (rootdir first, as pytest's
+        # rootdir conftest insertion would), or `pkg.module` may not resolve there.
+        entries = [str(self.config.rootpath), *(p or os.getcwd() for p in sys.path)]
+        return supervisor.Conversion(
+            s.conversion_webhook, s.conversion_path, python_path=tuple(dict.fromkeys(entries))
+        )
+
+    def _plane_crds(self) -> list[Path]:
+        """CRD paths for a plane this process starts: rewritten to convert through this process's
+        own endpoint when one is configured (started here, once, before any plane that needs it)."""
+        s = self.settings
+        if not (s.conversion_webhook and s.crds):
+            return list(s.crds)
+        if self._conversion is None:
+            factory = conversion.load_factory(s.conversion_webhook)
+            tmp = self.config._tmp_path_factory.mktemp("envtest-conversion")  # type: ignore[attr-defined]
+            self._conversion = conversion.start_endpoint(factory, tmp / "certs", path=s.conversion_path)
+            self._progress(f"conversion webhook {s.conversion_webhook} serving at {self._conversion[1]}")
+        _, url, ca = self._conversion
+        dest = self.config._tmp_path_factory.mktemp("envtest-crds")  # type: ignore[attr-defined]
+        return [conversion.write_crds(s.crds, url, ca, dest)]
 
     def _prepare(self, cluster: Cluster) -> None:
         """CRDs (local planes install them themselves, before the controller-manager) and RBAC."""
         if self.settings.crds and not isinstance(cluster, LocalCluster):
             crds.install(cluster.session, cluster.server, self.settings.crds)
-        for source, doc in objects.load_manifests(self.settings.operator_rbac):
+        for source, doc in self._session_rbac:
             objects.apply(cluster.session, cluster.server, doc, source=source)
 
     def private_cluster(self, *, components: str | None = None, job_pods: str | None = None) -> LocalCluster:
@@ -136,7 +242,7 @@ class ClusterSession:
         plane = ControlPlane(
             components or s.components,
             version=s.version,
-            crds=s.crds,
+            crds=self._plane_crds(),
             job_pods=job_pods or s.job_pods,  # type: ignore[arg-type]
             progress=self._progress,
         )
@@ -149,58 +255,104 @@ class ClusterSession:
             raise
         return cluster
 
-    def operator_clusterrole(self) -> str:
+    def operator_clusterrole(self) -> str | None:
+        """The operator's ClusterRole; None when its manifests hold only Roles."""
         if self.settings.operator_clusterrole:
             return self.settings.operator_clusterrole
-        for _, doc in objects.load_manifests(self.settings.operator_rbac):
+        for _, doc in self._session_rbac:
             if doc.get("kind") == "ClusterRole":
                 return str(doc["metadata"]["name"])
+        if self.operator_roles:
+            return None
         raise ConfigError(
-            "the operator fixture needs a ClusterRole: set envtest_operator_rbac (files) "
+            "the operator fixture needs a ClusterRole or Role: set envtest_operator_rbac (files) "
             "or envtest_operator_clusterrole (name) in the pytest ini"
         )
+
+    def cluster_scoped_rules(self, cluster: Cluster, clusterrole: str) -> list[dict[str, Any]]:
+        """The ClusterRole's rules a RoleBinding cannot grant (see `rbac`), read from the live role
+        (it may be aggregated or installed by the user) once per cluster and session."""
+        key = (cluster.server, clusterrole)
+        if key not in self._cluster_rules:
+            resp = cluster.session.get(
+                f"{cluster.server}/{rbac.RBAC_API}/clusterroles/{clusterrole}", timeout=10
+            )
+            rules = resp.json().get("rules") or [] if resp.ok else []
+            groups = {g for rule in rules for g in rule.get("apiGroups") or []}
+            scopes = rbac.discover_scopes(cluster.session, cluster.server, groups) if groups else {}
+            self._cluster_rules[key] = rbac.cluster_scoped_rules(rules, scopes)
+        return self._cluster_rules[key]
 
     # -- end of session ---------------------------------------------------------------------------
 
     def finish(self) -> None:
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
             supervisor.stop(base_temp(self.config) / SHARED_DIR)
-        if self._cluster is not None:
-            if self.settings.keep or self.settings.backend != "local":
-                self._sweep(self._cluster)
-            self._cluster.close()
+        created = base_temp(self.config) / KIND_CREATED
+        if self.is_xdist_controller and self.settings.backend == "kind" and created.exists():
+            if not self.settings.keep:  # workers never delete: one would pull it from under the others
+                from envtest import kind
+
+                kind.delete_cluster(self.settings.cluster_name, kind_path=Path(created.read_text()))
+            created.unlink()
+        try:
+            if self._cluster is not None:
+                if self.settings.keep or self.settings.backend != "local":
+                    self._sweep(self._cluster)
+                self._cluster.close()
+        finally:
+            if self._conversion is not None:  # after the plane: nothing may call it once it is gone
+                self._conversion[0].stop()
+                self._conversion = None
 
     def _sweep(self, cluster: Cluster) -> None:
-        """On clusters that outlive the run, leave no namespace of ours behind (even a stuck one)."""
-        resp = cluster.session.get(
-            f"{cluster.server}/api/v1/namespaces",
-            params={"labelSelector": f"{RUN_LABEL}={self.run_id}"},
-            timeout=10,
-        )
-        for ns in resp.json().get("items", []) if resp.ok else []:
-            name = ns["metadata"]["name"]
-            objects.strip_finalizers(cluster.session, cluster.server, name, self.cr_paths)
-            cluster.session.delete(f"{cluster.server}/api/v1/namespaces/{name}", timeout=10)
+        """On clusters that outlive the run, leave nothing of this process behind (even a stuck
+        namespace) — and nothing of its xdist siblings touched: they may still be running tests."""
+        sweep.sweep(cluster.session, cluster.server, sweep.selector(self.run_id, self.worker), self.cr_paths)
 
     def summary_lines(self) -> list[str]:
         s = self.settings
+        if s.keep and not self.is_xdist_worker and s.backend == "kind":
+            from envtest import kind
+
+            kubeconfig = s.kubeconfig or kind.kubeconfig_path(s.cluster_name)
+            return [
+                f"envtest: kept kind cluster {s.cluster_name!r}; delete it with "
+                f"`{commands.envtest('kind', 'down', '--name', s.cluster_name)}`",
+                f"  export KUBECONFIG={shlex.quote(str(kubeconfig))}",
+            ]
         if not s.keep or self.is_xdist_worker or s.backend != "local":
             return []
         state = supervisor.read_state(supervisor.clusters_root() / s.cluster_name)
         if state is None:
             return []
+        # Absolute paths throughout: pasted into another shell, a bare `envtest`, `python` or
+        # `kubectl` is not this virtualenv's (or the plane's version), if it is on PATH at all.
         lines = [
             f"envtest: kept control plane {s.cluster_name!r} ({state.server}); stop it with "
-            f"`envtest down --name {s.cluster_name}`",
+            f"`{commands.down(s.cluster_name)}`",
             f"  export KUBECONFIG={shlex.quote(state.kubeconfig)}",
+            f"  {commands.kubectl(state.version)} get namespaces",
         ]
         if s.operator_cli:
             lines.append(
-                f"  attach the operator: {s.operator_cli} --kubeconfig {shlex.quote(state.kubeconfig)}"
+                f"  attach the operator: {commands.with_this_python(s.operator_cli)} "
+                f"--kubeconfig {shlex.quote(state.kubeconfig)}"
             )
         return lines
 
     def _progress(self, message: str) -> None:
-        reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None and not self.is_xdist_worker:
-            reporter.write_line(f"envtest: {message}")
+        # Capture is suspended so the line shows while a test's setup runs (a first binary build is
+        # long). An xdist worker's stdout never reaches the terminal; its inherited stderr does.
+        capman: Any = self.config.pluginmanager.get_plugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None and not self.is_xdist_worker:
+                reporter.write_line(f"envtest: {message}")
+            elif sys.__stderr__ is not None:
+                print(f"envtest: {message}", file=sys.__stderr__, flush=True)
+
+
+def stop_shared_plane(config: pytest.Config) -> None:
+    """The xdist controller's half of a shared local plane that workers started on their own."""
+    supervisor.stop(base_temp(config) / SHARED_DIR)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from envtest.errors import UsageProblem
+from envtest.errors import ConfigError, UsageProblem
 
 BACKENDS = ("local", "existing", "kind")
 JOB_PODS = ("complete", "hold")
@@ -59,18 +59,54 @@ OPTIONS = (
     _Opt("kubeconfig", "kubeconfig of the existing backend (default: KUBECONFIG, ~/.kube/config)"),
     _Opt("context", "kubeconfig context of the existing backend"),
     _Opt("artifacts-dir", "where failed tests leave objects, events and logs", "artifacts"),
+    _Opt("kind-image", "node image of a kind cluster this run creates (default: ENVTEST_KIND_IMAGE, pinned)"),
 )
 # ini-only keys: (name, type, help)
 INI_ONLY = (
     ("envtest_crds", "paths", "CRD files or directories installed once per session"),
     ("envtest_operator", "string", "operator factory as package.module:callable"),
-    ("envtest_operator_rbac", "paths", "RBAC manifests (ClusterRoles) applied once per session"),
+    (
+        "envtest_operator_rbac",
+        "paths",
+        "the operator's RBAC manifests: ClusterRoles applied once per session, Roles in each test namespace",
+    ),
     ("envtest_operator_clusterrole", "string", "ClusterRole bound to the operator's ServiceAccount"),
     ("envtest_operator_cli", "string", "command that attaches the operator to a kept cluster"),
-    ("envtest_operator_loggers", "args", "logger names captured into the operator log"),
+    (
+        "envtest_operator_loggers",
+        "args",
+        "capture only these loggers (at DEBUG) into the operator log (default: every logger but envtest's)",
+    ),
+    ("envtest_short_fixtures", "bool", "short fixture names (cluster, namespace, …); default: if configured"),
+    (
+        "envtest_conversion_webhook",
+        "string",
+        "conversion server factory as package.module:callable, run once per plane (local backend)",
+    ),
+    (
+        "envtest_conversion_path",
+        "string",
+        "path of the conversion endpoint on that server (default /convert)",
+    ),
 )
 # Options of pytest-kind-ng we honour but never register: our name → its dest.
-KIND_PLUGIN_DESTS = {"keep": "keep_cluster", "kubeconfig": "kubeconfig", "cluster-name": "cluster_name"}
+KIND_PLUGIN_DESTS = {
+    "keep": "keep_cluster",
+    "kubeconfig": "kubeconfig",
+    "cluster-name": "cluster_name",
+    "kind-image": "kind_image",
+}
+
+
+def _plugin_value(config: pytest.Config, dest: str) -> Any:
+    """pytest-kind-ng's option `dest` if the user gave it, else None: its defaults (`--cluster-name`
+    is `pytest-kind`) must not beat our ini and defaults just because the extra is installed."""
+    value = config.getoption(dest, default=None)
+    for group in config._parser._groups:  # pytest keeps no "was this given" flag; compare to the default
+        for option in group.options:
+            if option.dest == dest and value == getattr(option, "default", None):
+                return None
+    return value or None
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -88,18 +124,40 @@ def add_options(parser: pytest.Parser) -> None:
                 dest=dest,
                 help=opt.help + (f" (one of: {', '.join(opt.choices)})" if opt.choices else ""),
             )
-        parser.addini(dest, opt.help, type="bool" if opt.flag else "string", default=opt.default)
+        # default=None, applied in _value: getini() tells "not set" apart, for configured().
+        parser.addini(dest, opt.help, type="bool" if opt.flag else "string", default=None)
     for name, type_, help_ in INI_ONLY:
-        parser.addini(name, help_, type=type_)  # type: ignore[arg-type]
+        parser.addini(name, help_, type=type_, default=None)  # type: ignore[arg-type]
+
+
+def configured(config: pytest.Config) -> bool:
+    """Whether the project uses the plugin: any `envtest_*` ini key set (-o included) or any
+    `--envtest-*` option given. An unconfigured project pays for nothing but the prefixed fixtures."""
+    dests = ["envtest_" + opt.name.replace("-", "_") for opt in OPTIONS]
+    if any(config.getoption(dest, default=None) is not None for dest in dests):
+        return True
+    if any(config.getini(name) is not None for name in [*dests, *(n for n, _, _ in INI_ONLY)]):
+        return True
+    # Keys other parts of the plugin register (envtest_webhook_host, …): any set in the config file.
+    raw = getattr(config, "_inicfg", None)  # pytest 9 deprecates the public `inicfg`
+    return any(str(key).startswith("envtest_") for key in (raw if raw is not None else config.inicfg))
+
+
+def short_fixtures(config: pytest.Config, is_configured: bool) -> bool:
+    """Register `cluster`, `namespace`, … : ini envtest_short_fixtures if set, else when configured."""
+    explicit = config.getini("envtest_short_fixtures")
+    return is_configured if explicit is None else bool(explicit)
 
 
 def _value(config: pytest.Config, opt: _Opt) -> Any:
     dest = "envtest_" + opt.name.replace("-", "_")
     value = config.getoption(dest)
     if value is None and opt.name in KIND_PLUGIN_DESTS:
-        value = config.getoption(KIND_PLUGIN_DESTS[opt.name], default=None) or None
+        value = _plugin_value(config, KIND_PLUGIN_DESTS[opt.name])
     if value is None:
         value = config.getini(dest)
+    if value is None:
+        value = opt.default if not opt.flag else False
     if opt.choices and value not in opt.choices:
         raise UsageProblem(
             f"--envtest-{opt.name} (ini {dest}): {value!r} is not one of {', '.join(opt.choices)}"
@@ -124,6 +182,15 @@ class Settings:
     operator_clusterrole: str | None = None
     operator_cli: str | None = None
     operator_loggers: tuple[str, ...] = ()
+    """Empty: every record logged in the process while the operator runs (envtest's aside)."""
+    kind_image: str | None = None
+    """None: ENVTEST_KIND_IMAGE, else the pinned node image (resolved by envtest.kind)."""
+    kind_bin: Path | None = None
+    """pytest-kind-ng's --kind-bin; None: kind on PATH, else built (envtest.binaries.kind)."""
+    conversion_webhook: str | None = None
+    """``package.module:factory`` of the plane's conversion server (see envtest.webhooks.conversion)."""
+    conversion_path: str = "/convert"
+    """Path of the conversion endpoint on that server; the CRDs' clientConfig URL ends with it."""
 
     def header(self) -> str:
         from envtest import binaries
@@ -146,6 +213,42 @@ class Settings:
             raise UsageProblem(f"envtest_operator = {self.operator!r}: cannot import: {exc}") from exc
 
 
+def _check_conversion(spec: str | None, backend: str) -> None:
+    """Import the factory now: a typo is a usage error before any plane starts, not a supervisor
+    that dies in the background with the reason only in its log."""
+    if not spec:
+        return
+    if backend != "local":
+        # The server must outlive any one xdist worker and be reachable from the node; not wired yet.
+        raise UsageProblem(
+            f"envtest_conversion_webhook is supported on the local backend only, not yet on {backend}"
+        )
+    from envtest.webhooks.conversion import load_factory
+
+    try:
+        load_factory(spec)
+    except ConfigError as exc:
+        raise UsageProblem(f"envtest_conversion_webhook = {exc}") from None
+
+
+def _check_version(version: str | None) -> None:
+    """A version the resolver would refuse (`latest`, `1.37`) is a usage error now, not a crash in
+    the report header or a failed first test."""
+    from envtest.binaries.resolver import k8s_version
+    from envtest.errors import ConfigError
+    from envtest.pins import PINNED
+
+    try:
+        k8s_version(version)  # None: checks ENVTEST_K8S_VERSION, and the message names it
+    except ConfigError as exc:
+        if version is None:
+            raise UsageProblem(str(exc)) from None
+        raise UsageProblem(
+            f"--envtest-k8s-version (ini envtest_k8s_version): {version!r} is not a Kubernetes "
+            f"release version like {PINNED.kubernetes}"
+        ) from None
+
+
 def resolve(config: pytest.Config) -> Settings:
     from envtest.errors import ConfigError
     from envtest.plane.controlplane import parse_components
@@ -155,10 +258,13 @@ def resolve(config: pytest.Config) -> Settings:
         components = parse_components(values["components"] or "all")
     except ConfigError as exc:
         raise UsageProblem(f"--envtest-components: {exc}") from None
+    _check_version(values["k8s-version"])
     root = config.rootpath
     kubeconfig = values["kubeconfig"]
     loggers = tuple(config.getini("envtest_operator_loggers") or ())
     operator = config.getini("envtest_operator") or None
+    conversion = config.getini("envtest_conversion_webhook") or None
+    _check_conversion(conversion, values["backend"])
     return Settings(
         backend=values["backend"],
         version=values["k8s-version"],
@@ -174,5 +280,9 @@ def resolve(config: pytest.Config) -> Settings:
         operator_rbac=list(config.getini("envtest_operator_rbac") or []),
         operator_clusterrole=config.getini("envtest_operator_clusterrole") or None,
         operator_cli=config.getini("envtest_operator_cli") or None,
-        operator_loggers=loggers or ((operator.split(".")[0],) if operator else ()),
+        operator_loggers=loggers,
+        kind_image=values["kind-image"],
+        kind_bin=Path(kind_bin).expanduser() if (kind_bin := _plugin_value(config, "kind_bin")) else None,
+        conversion_webhook=conversion,
+        conversion_path=config.getini("envtest_conversion_path") or "/convert",
     )

@@ -11,14 +11,16 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 import pykube
 import yaml
 
-from . import logs
+from . import images, logs
 from .app import build_manager
+from .credentials import TokenFile, in_cluster
 from .runtime.manager import ManagerError
 
 log = logging.getLogger("mysql_operator")
@@ -70,6 +72,14 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def client_factory(config: pykube.KubeConfig) -> Callable[[], pykube.HTTPClient]:
+    """New clients on `config`; in a pod, each re-reads the rotating ServiceAccount token."""
+    if not in_cluster(config):
+        return lambda: pykube.HTTPClient(config)
+    token = TokenFile(config)
+    return lambda: token.install(pykube.HTTPClient(config))
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m mysql_operator", description="MySQLCluster operator")
     sub = top.add_subparsers(dest="command", required=True)
@@ -86,17 +96,30 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--shutdown-timeout", type=float, default=10.0, help="seconds to finish on stop")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="kv", choices=["kv", "json"])
+    run.add_argument("--mysql-image", help=f"mysql repository (tag: spec.version) (${images.MYSQL_ENV})")
+    run.add_argument(
+        "--cert-dir",
+        type=Path,
+        help="serve the webhooks (conversion, validating, defaulting) with tls.crt/tls.key from here",
+    )
+    run.add_argument("--webhook-port", type=int, default=9443, help="webhook HTTPS port (with --cert-dir)")
+    run.add_argument("--webhook-bind-address", default="0.0.0.0", help="webhook listen address")
+    run.add_argument("--backup-image", help=f"final-backup Job image, versioned (${images.BACKUP_ENV})")
     return top
 
 
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers: must be at least 1, got {args.workers}")
+    try:
+        images.configure(images.Images.from_env(args.mysql_image, args.backup_image))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     config = load_config(args.kubeconfig, args.context)
     logs.configure(args.log_level, args.log_format)
     try:
         manager = build_manager(
-            lambda: pykube.HTTPClient(config),
+            client_factory(config),
             namespace=args.namespace,
             workers=args.workers,
             leader_elect=args.leader_elect,
@@ -104,9 +127,27 @@ def run(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
             health_port=args.health_port,
             bind_address=args.bind_address,
+            # A process that lost the lease exits at once; the Deployment restarts it as a standby.
+            exit_on_lost_lease=True,
         )
     except ValueError as exc:  # ManagerOptions validates ports
         raise UsageError(str(exc)) from exc
+    hooks = None
+    if args.cert_dir:
+        from .webhooks import from_cert_dir
+
+        try:
+            hooks = from_cert_dir(
+                args.cert_dir,
+                client_factory(config),
+                bind_address=args.webhook_bind_address,
+                port=args.webhook_port,
+            )
+            # Before the manager: every replica serves webhooks, leader or not, and the apiserver
+            # cannot convert (or read at v1alpha1) while none does.
+            hooks.start()
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"webhooks: {_one_line(exc)}") from exc
     stopping = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -124,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
         if not stopping.is_set():
             log.error("start failed", extra={"error": str(exc), "cause": repr(exc.__cause__)})
             manager.stop(args.shutdown_timeout)
+            if hooks is not None:
+                hooks.stop()
             return 1
     log.info(
         "running",
@@ -131,10 +174,15 @@ def run(args: argparse.Namespace) -> int:
             "identity": manager.identity,
             "metrics": manager.metrics_address,
             "health": manager.health_address,
+            "webhooks": f"{args.webhook_bind_address}:{hooks.port}" if hooks else None,
         },
     )
-    while not manager.wait(1.0):
-        pass
+    try:
+        while not manager.wait(1.0):
+            pass
+    finally:
+        if hooks is not None:
+            hooks.stop()
     if manager.errors:
         log.error("stopped after a crash", extra={"errors": [repr(e) for e in manager.errors]})
         return 1

@@ -1,8 +1,12 @@
-"""The MySQLCluster API (`db.example.com/v1alpha1`) as pydantic models.
+"""The MySQLCluster API at `db.example.com/v1beta1` — the hub and storage version — as pydantic models.
 
 These models are the single source of truth: `manifests.py` turns them into the CRD's structural
 schema, and the reconciler parses live objects with them, so a default lives in exactly one place.
 Attribute docstrings become the schema's descriptions (what `kubectl explain` shows).
+
+`api_v1alpha1.py` holds the older, still served spoke; `conversion.py` maps it to and from this hub.
+The operator reads and writes only this version: the apiserver converts (through the conversion
+webhook) for clients of the other one.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 GROUP = "db.example.com"
-VERSION = "v1alpha1"
+VERSION = "v1beta1"
+"""The hub: the version stored in etcd and the only one the reconciler sees."""
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "MySQLCluster"
 PLURAL = "mysqlclusters"
@@ -22,6 +27,10 @@ SHORT_NAMES = ["mysql"]
 
 FINALIZER = f"{GROUP}/final-backup"
 SKIP_FINAL_BACKUP_ANNOTATION = f"{GROUP}/skip-final-backup"
+RETAINED_ANNOTATION = f"{GROUP}/retained"
+"""On the credentials Secret: kept after the cluster is deleted (like its data), reused on re-create."""
+FIELD_MANAGER = "mysql-operator"
+"""Our server-side apply field manager."""
 
 MAX_NAME_LENGTH = 45
 """The longest child name is `<name>-backup`, a CronJob: its name may have 52 characters at most
@@ -31,6 +40,8 @@ because Jobs it spawns append 11. 52 - len("-backup") = 45."""
 QUANTITY_PATTERN = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|([eE][-+]?[0-9]+))?$"
 # Tags of the official mysql image: 8.0, 8.4.3, 9, 8.0-debian, 8.0.36-oracle.
 VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,2}(-[a-z0-9]+)?$"
+# A StorageClass name is a DNS-1123 subdomain.
+DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # From metav1.Condition's own validation markers.
 CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -42,6 +53,7 @@ DNS1035_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
 Phase = Literal["Pending", "Running", "Failed", "Terminating"]
+FinalBackupPhase = Literal["Stopping", "Running", "Failed", "Succeeded", "Skipped"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -60,32 +72,55 @@ class Resources(_Model):
     """Memory, e.g. `1Gi`."""
 
 
+DEFAULT_CRON = "0 2 * * *"
+
+
+class Schedule(_Model):
+    """When backups run: a cron expression read in a time zone (the CronJob's `schedule`/`timeZone`)."""
+
+    cron: str = Field(default=DEFAULT_CRON, min_length=1, max_length=128)
+    """Cron schedule in the standard five-field form, or a macro such as `@daily`."""
+    time_zone: str | None = Field(default=None, alias="timeZone", min_length=1, max_length=64)
+    """IANA time zone of `cron`, e.g. `Europe/Berlin`; unset means kube-controller-manager's own zone."""
+
+
 class Backup(_Model):
     """Scheduled logical backups (mysqldump) into the `<name>-backup` PVC."""
 
     enabled: bool = False
     """Run the backup CronJob, and a final backup of the data volume when the cluster is deleted."""
-    schedule: str = Field(default="0 2 * * *", min_length=1, max_length=128)
-    """Cron schedule in the standard five-field form, or a macro such as `@daily`."""
+    schedule: Schedule = Field(default_factory=Schedule)
+    """When backups run."""
     retention_days: int = Field(default=7, ge=1, le=3650, alias="retentionDays")
     """Dumps older than this many days are pruned after each backup."""
+
+
+class Storage(_Model):
+    """The data volume of each MySQL pod (and the size of the backup volume)."""
+
+    size: Quantity
+    """Size of each pod's data volume, e.g. `10Gi`."""
+    storage_class_name: str | None = Field(
+        default=None, alias="storageClassName", max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN
+    )
+    """StorageClass of the data and backup volumes; unset means the cluster's default class."""
 
 
 class MySQLClusterSpec(_Model):
     """Desired state of a MySQL cluster."""
 
     replicas: int = Field(ge=1, le=9)
-    """Number of MySQL pods; pod 0 is the primary."""
+    """Number of MySQL pods. Pod 0 is the primary (Service `<name>-primary`); the others replicate
+    from it (GTID auto-position) and are read-only."""
     version: str = Field(default="8.0", pattern=VERSION_PATTERN, max_length=64)
     """Tag of the `mysql` image."""
-    storage_size: Quantity = Field(
-        alias="storageSize",
+    storage: Storage = Field(
         json_schema_extra={
             # volumeClaimTemplates of a StatefulSet cannot change after creation.
-            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "storageSize is immutable"}]
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "storage is immutable"}]
         },
     )
-    """Size of each pod's data volume, e.g. `10Gi`. Immutable."""
+    """Each pod's data volume. Immutable."""
     resources: Resources | None = None
     """CPU and memory of each MySQL container; unset means no requests or limits."""
     backup: Backup = Field(default_factory=Backup)
@@ -109,6 +144,22 @@ class Condition(_Model):
     """Human-readable details."""
 
 
+class FinalBackupStatus(_Model):
+    """Progress of the final backup taken when the cluster is deleted (the record that makes
+    deletion idempotent: a success recorded here is never repeated)."""
+
+    phase: FinalBackupPhase
+    """Stopping (database pods going away), Running, Failed (retrying), Succeeded or Skipped."""
+    attempts: int = Field(default=0, ge=0)
+    """Failed attempts so far; each retry waits twice as long as the last, up to a cap."""
+    last_failure_time: datetime | None = Field(default=None, alias="lastFailureTime")
+    """When the last attempt was seen failing; the next one starts after the backoff from here."""
+    last_failed_job: str | None = Field(default=None, alias="lastFailedJob", max_length=64)
+    """UID of the Job counted in `attempts` last, so a repeated look never counts it twice."""
+    message: str | None = Field(default=None, max_length=32768)
+    """What happened last, in words."""
+
+
 class MySQLClusterStatus(_Model):
     """Observed state, written only by the operator through the status subresource."""
 
@@ -117,7 +168,7 @@ class MySQLClusterStatus(_Model):
     ready_replicas: int | None = Field(default=None, ge=0, alias="readyReplicas")
     """MySQL pods passing their readiness probe."""
     primary_endpoint: str | None = Field(default=None, alias="primaryEndpoint")
-    """host:port of the primary (pod 0)."""
+    """host:port of the primary (Service `<name>-primary`, which selects pod 0)."""
     observed_generation: int | None = Field(default=None, ge=0, alias="observedGeneration")
     """metadata.generation this status was computed from."""
     conditions: list[Condition] | None = Field(
@@ -125,6 +176,8 @@ class MySQLClusterStatus(_Model):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     """Ready, Progressing and Degraded."""
+    final_backup: FinalBackupStatus | None = Field(default=None, alias="finalBackup")
+    """Set once the cluster is being deleted with a final backup wanted."""
 
 
 class ObjectMeta(_Model):

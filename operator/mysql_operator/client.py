@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import pykube
 from pykube.exceptions import HTTPError
 
+from .api import FIELD_MANAGER
 from .kinds import Kind
 from .runtime.client import raise_for_status
 
@@ -25,10 +26,16 @@ INVALID = 422
 
 _MERGE = "application/merge-patch+json"
 _JSON_PATCH = "application/json-patch+json"
+_APPLY = "application/apply-patch+yaml"  # JSON is YAML
 
 
 class ApiClient(Protocol):
-    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None: ...
+    def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> Obj | None:
+        """The object or None. `fresh=True` insists on a GET from the apiserver; otherwise a cache
+        that has seen our own writes may answer."""
+        ...
+
+    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]: ...
 
     def create(self, kind: Kind, obj: Obj) -> Obj: ...
 
@@ -50,9 +57,32 @@ class ApiClient(Protocol):
         self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
     ) -> bool: ...
 
+    def apply(self, kind: Kind, obj: Obj, *, force: bool = True) -> Obj: ...
+
+
+FORBIDDEN = 403
+
 
 def error_code(exc: BaseException) -> int | None:
     return int(exc.code) if isinstance(exc, HTTPError) and exc.code is not None else None
+
+
+def namespace_terminating(exc: BaseException) -> bool:
+    """A create refused by the NamespaceLifecycle admission plugin: the namespace is being deleted.
+
+    It answers 403 with a StatusCause of type NamespaceTerminating (and says so in the message,
+    which is all a proxy-mangled reply may keep).
+    """
+    if error_code(exc) != FORBIDDEN:
+        return False
+    response = getattr(exc, "response", None)
+    try:
+        causes = (response.json().get("details") or {}).get("causes") or [] if response is not None else []
+    except ValueError:
+        causes = []
+    if any(c.get("type") == "NamespaceTerminating" for c in causes):
+        return True
+    return "because it is being terminated" in str(exc)
 
 
 class KubeClient:
@@ -61,17 +91,40 @@ class KubeClient:
     def __init__(self, api: pykube.HTTPClient) -> None:
         self.api = api
 
-    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
-        """The live object, or None when it does not exist."""
+    def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> Obj | None:
+        """The live object, or None when it does not exist (always a GET: this client has no cache)."""
         response = self.api.get(**self._where(kind, namespace, name))
         if response.status_code == NOT_FOUND:
             return None
         raise_for_status(response)
         return response.json()
 
+    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
+        response = self.api.get(
+            **self._where(kind, namespace, None), params={"labelSelector": label_selector}
+        )
+        raise_for_status(response)
+        return list(response.json().get("items") or [])
+
     def create(self, kind: Kind, obj: Obj) -> Obj:
         namespace = obj["metadata"].get("namespace")
-        response = self.api.post(**self._where(kind, namespace, None), data=json.dumps(obj))
+        response = self.api.post(
+            **self._where(kind, namespace, None), data=json.dumps(obj), params={"fieldManager": FIELD_MANAGER}
+        )
+        raise_for_status(response)
+        return response.json()
+
+    def apply(self, kind: Kind, obj: Obj, *, force: bool = True) -> Obj:
+        """Server-side apply under our field manager (see ssa.py). Put metadata.uid in `obj` to make
+        it apply to that very object only (a replaced or deleted one fails, never gets created)."""
+        meta = obj["metadata"]
+        params = {"fieldManager": FIELD_MANAGER, "force": "true" if force else "false"}
+        response = self.api.patch(
+            **self._where(kind, meta.get("namespace"), meta["name"]),
+            data=json.dumps(obj),
+            headers={"Content-Type": _APPLY},
+            params=params,
+        )
         raise_for_status(response)
         return response.json()
 

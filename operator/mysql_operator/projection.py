@@ -8,10 +8,13 @@ and compared with `matches`:
 * maps: every desired key must match; extra live keys are defaults and are ignored - except that an
   empty desired map matches only an empty live one, and the `requests`/`limits` maps of a resources
   block must have the same keys (removing `spec.resources.cpu` must reach the pod);
-* lists: same length, item by item (our lists are replaced whole by a merge patch);
+* lists of named items (containers, env, ports, volumes, mounts): each desired item must match the
+  live item of its name; live items of other names are someone else's (a sidecar, an injected env
+  var) and, like server-side apply, we leave them be. Other lists: same length, item by item;
 * quantities in `requests`/`limits` compare by value ("0.5" equals the canonical "500m").
 
-The projection is also the merge patch body, so what we compare is exactly what we write.
+A field we stopped setting is not a difference here (the live object still has it, and nothing in
+desired says otherwise): `ssa.py` notices it by the hash of the applied config instead.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from kubernetes.utils.quantity import parse_quantity
 Obj = dict[str, Any]
 
 OWNED_FIELDS: dict[str, tuple[str, ...]] = {
-    # selector, serviceName and volumeClaimTemplates are immutable: set at create, never patched.
+    # selector, serviceName and volumeClaimTemplates are immutable: applied as created, never compared.
     "StatefulSet": (
         "metadata.labels",
         "spec.replicas",
@@ -38,6 +41,7 @@ OWNED_FIELDS: dict[str, tuple[str, ...]] = {
     "CronJob": (
         "metadata.labels",
         "spec.schedule",
+        "spec.timeZone",
         "spec.concurrencyPolicy",
         "spec.successfulJobsHistoryLimit",
         "spec.failedJobsHistoryLimit",
@@ -79,10 +83,13 @@ def matches(desired: Any, live: Any, key: str = "") -> bool:
             )
         return all(matches(v, live.get(k, _MISSING), k) for k, v in desired.items())
     if isinstance(desired, list):
-        return (
-            isinstance(live, list)
-            and len(desired) == len(live)
-            and all(matches(d, v, key) for d, v in zip(desired, live, strict=True))
+        if not isinstance(live, list):
+            return False
+        if desired and all(isinstance(d, dict) and "name" in d for d in desired):
+            by_name = {item.get("name"): item for item in live if isinstance(item, dict)}
+            return all(matches(d, by_name.get(d["name"], _MISSING), key) for d in desired)
+        return len(desired) == len(live) and all(
+            matches(d, v, key) for d, v in zip(desired, live, strict=True)
         )
     return desired == live and type(desired) is type(live)
 
@@ -96,10 +103,15 @@ def _same_quantity(a: Any, b: Any) -> bool:
         return False
 
 
-def owned_patch(kind: str, desired: Obj, live: Obj) -> Obj | None:
-    """The merge patch that brings `live` to `desired` in our fields, or None when it already is.
+def drifted(kind: str, desired: Obj, live: Obj) -> bool:
+    """Whether `live` lacks something `desired` sets in our mutable fields (see the docstring).
 
-    Kinds without an entry (PVCs, Jobs) are create-only.
+    Kinds without an entry (Secret, PVCs, Jobs) are create-only: never drifted.
     """
     wanted = project(desired, OWNED_FIELDS.get(kind, ()))
-    return None if not wanted or matches(wanted, live) else wanted
+    return bool(wanted) and not matches(wanted, live)
+
+
+def applies(kind: str) -> bool:
+    """Whether children of `kind` are kept converged by server-side apply (else create-only)."""
+    return bool(OWNED_FIELDS.get(kind))

@@ -2,6 +2,13 @@
 
 `operator/config/rbac.yaml` (the ClusterRole) is generated from `PERMISSIONS`; the E2E suite runs the
 operator under that role, so a call missing here fails a test instead of a deployment.
+
+Leases are the leader election's and live in one namespace: cluster-wide lease rights would let the
+operator rewrite any component's lock (kube-scheduler's and kube-controller-manager's included, so
+it could make them step down). `operator/config/leader_election_role.yaml` is a namespaced Role
+instead, get/update limited to our Lease by resourceNames (create cannot be: the name is not known
+to the authorizer at create time). Until the E2E harness binds Roles as well as the ClusterRole
+(`LEASES_IN_CLUSTER_ROLE`), the ClusterRole keeps the lease rule too.
 """
 
 from __future__ import annotations
@@ -12,6 +19,13 @@ from typing import Any
 from .api import GROUP, PLURAL
 
 CLUSTER_ROLE = "mysql-operator"
+LEADER_ELECTION_ROLE = "mysql-operator-leader-election"
+LEADER_ELECTION_NAMESPACE = "mysql-operator-system"
+"""Where the Deployment runs (operator/config/manager.yaml) and so where its Lease lives."""
+LEASE_NAME = "mysql-operator-leader"
+"""ManagerOptions.leader_election_id's default."""
+LEASES_IN_CLUSTER_ROLE = False
+"""Transitional: False once the harness binds leader_election_role.yaml in test namespaces."""
 
 
 @dataclass(frozen=True)
@@ -36,31 +50,76 @@ PERMISSIONS: tuple[Permission, ...] = (
     ),
     Permission("apps", "statefulsets", ("get", "list", "watch", "create", "patch"), "owned child"),
     Permission("", "services", ("get", "list", "watch", "create", "patch"), "owned child"),
-    Permission("", "secrets", ("get", "list", "watch", "create", "patch"), "owned child; patch only adopts"),
+    Permission(
+        "",
+        "secrets",
+        ("get", "list", "watch", "create", "patch"),
+        "retained credentials; patch only drops an older operator's ownerReference",
+    ),
     Permission(
         "batch",
         "cronjobs",
         ("get", "list", "watch", "create", "patch", "delete"),
         "owned child; deleted when backups are disabled",
     ),
-    Permission("batch", "jobs", ("get", "create", "delete"), "final backup Job, deleted once finished"),
+    Permission(
+        "batch", "jobs", ("get", "create", "delete"), "final backup Job; a failed one is deleted to retry"
+    ),
+    Permission("", "pods", ("list",), "final backup waits until no database pod is left"),
     Permission("", "persistentvolumeclaims", ("get", "create"), "backup PVC; data PVC existence check"),
     Permission("", "events", ("create", "patch"), "event recorder; patch aggregates repeats"),
-    Permission("coordination.k8s.io", "leases", ("get", "create", "update"), "leader election"),
+    Permission(
+        "storage.k8s.io",
+        "storageclasses",
+        ("get", "list"),
+        "webhooks: a referenced class must exist; the default class is pinned at create",
+    ),
+)
+
+LEASE_PERMISSIONS: tuple[Permission, ...] = (
+    Permission("coordination.k8s.io", "leases", ("get", "update"), "leader election: renew our Lease"),
+    Permission("coordination.k8s.io", "leases", ("create",), "leader election: the first candidate"),
 )
 
 
+def _rule(p: Permission, names: list[str] | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"apiGroups": [p.group], "resources": [p.resource]}
+    if names:
+        rule["resourceNames"] = names
+    rule["verbs"] = list(p.verbs)
+    return rule
+
+
 def cluster_role() -> dict[str, Any]:
+    rules = [_rule(p) for p in PERMISSIONS]
+    if LEASES_IN_CLUSTER_ROLE:
+        rules.append(_rule(Permission("coordination.k8s.io", "leases", ("get", "create", "update"), "")))
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": CLUSTER_ROLE, "labels": {"app.kubernetes.io/name": "mysql-operator"}},
-        "rules": [
-            {"apiGroups": [p.group], "resources": [p.resource], "verbs": list(p.verbs)} for p in PERMISSIONS
-        ],
+        "rules": rules,
+    }
+
+
+def leader_election_role(
+    namespace: str = LEADER_ELECTION_NAMESPACE, lease: str = LEASE_NAME
+) -> dict[str, Any]:
+    """The namespaced Role for the Lease; `resourceNames` where the authorizer can check them."""
+    get_update, create = LEASE_PERMISSIONS
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": LEADER_ELECTION_ROLE,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "mysql-operator"},
+        },
+        "rules": [_rule(get_update, [lease]), _rule(create)],
     }
 
 
 def allowed(group: str, resource: str, verb: str) -> bool:
-    """Whether the generated role grants `verb` on `group`/`resource` (for tests of the code paths)."""
-    return any(p.group == group and p.resource == resource and verb in p.verbs for p in PERMISSIONS)
+    """Whether the generated roles grant `verb` on `group`/`resource` (for tests of the code paths)."""
+    every = (*PERMISSIONS, *LEASE_PERMISSIONS)
+    return any(p.group == group and p.resource == resource and verb in p.verbs for p in every)

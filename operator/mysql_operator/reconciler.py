@@ -1,9 +1,11 @@
 """Reconcile one MySQLCluster: children, finalizer, status.
 
-Contract with the runtime: every pass starts from fresh GETs, makes each write at most once, and
-never retries inside. A raised error (409 from a stale resourceVersion included) means "requeue
-with backoff". A converged cluster costs GETs only: children are written when our fields differ
-(`projection.py`), status when its meaning changed (`status.py`).
+Contract with the runtime: every pass reads through `client.get` (the informer caches, with our own
+writes laid over them, in the operator; see `cache.py`), makes each write at most once, and never
+retries inside. A fresh GET happens only before a write that needs one (AlreadyExists, adoption). A
+raised error (409 from a stale resourceVersion included) means "requeue with backoff". A converged
+cluster costs no request at all: children are written when our fields differ (`projection.py`),
+status when its meaning changed (`status.py`). Whose an existing child is: `ownership.py`.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from pydantic import ValidationError
 from pykube.exceptions import HTTPError
 
 from . import resources
-from .api import FINALIZER, MySQLClusterSpec, parse_spec
+from .api import FINALIZER, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
 from .client import CONFLICT, INVALID, ApiClient, KubeClient, error_code
 from .events import EventRecorder, EventType
 from .finalizer import FinalBackup
 from .kinds import CronJob, Kind, MySQLCluster, PersistentVolumeClaim, Secret, Service, StatefulSet
-from .projection import owned_patch
+from .ownership import Claim, claim, controller_of
+from .projection import applies, drifted
 from .runtime.types import Key, Result, split_key
+from .ssa import applied_hash, config_hash, upgrade_patch, with_config_hash
 from .status import (
     DEGRADED,
     ChildBlocked,
@@ -64,18 +68,6 @@ class ClusterGoing(Exception):
     """The cluster this pass read is being deleted (or is gone): stop writing children for it."""
 
 
-def controller_of(obj: Obj) -> Obj | None:
-    refs = obj["metadata"].get("ownerReferences") or []
-    return next((r for r in refs if r.get("controller")), None)
-
-
-def _merge(a: Obj, b: Obj) -> Obj:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 class MySQLClusterReconciler:
     """`reconcile(key)` for MySQLCluster; see the module docstring for the contract."""
 
@@ -105,9 +97,9 @@ class MySQLClusterReconciler:
             spec = parse_spec(cluster)
         except ValidationError as exc:
             return self._stop(cluster, Problem("InvalidSpec", describe(exc)))
-        if spec.backup.enabled and not valid_schedule(spec.backup.schedule):
+        if spec.backup.enabled and not valid_schedule(spec.backup.schedule.cron):
             message = (
-                f"spec.backup.schedule {spec.backup.schedule!r} is not a cron schedule "
+                f"spec.backup.schedule.cron {spec.backup.schedule.cron!r} is not a cron schedule "
                 "(five fields, or a macro such as @daily)"
             )
             return self._stop(cluster, Problem("InvalidSchedule", message))
@@ -146,48 +138,52 @@ class MySQLClusterReconciler:
     # -- children ----------------------------------------------------------------------------
 
     def _ensure_children(self, cluster: Obj, spec: MySQLClusterSpec) -> tuple[list[Problem], Obj | None]:
-        steps: list[tuple[Kind, Callable[[Obj], Obj]]] = [
-            (Secret, resources.credentials_secret),
-            (Service, resources.headless_service),
-            (StatefulSet, resources.statefulset),
-        ]
-        if spec.backup.enabled:
-            steps += [(PersistentVolumeClaim, resources.backup_pvc), (CronJob, resources.backup_cronjob)]
         problems: list[Problem] = []
         sts: Obj | None = None
-        for kind, build in steps:
-            try:
-                live = self.ensure(kind, cluster, build(cluster))
-            except ChildBlocked as blocked:
-                problems.append(blocked.problem)
-                continue
-            if kind is StatefulSet:
-                sts = live
-        if not spec.backup.enabled:
+        secret_ok = self._ensure_step(Secret, cluster, resources.credentials_secret, problems) is not None
+        self._ensure_step(Service, cluster, resources.headless_service, problems)
+        self._ensure_step(Service, cluster, resources.primary_service, problems)
+        if secret_ok:
+            # Never start pods on a Secret that is not ours: its author would know the root password.
+            sts = self._ensure_step(StatefulSet, cluster, resources.statefulset, problems)
+        if spec.backup.enabled:
+            self._ensure_step(PersistentVolumeClaim, cluster, resources.backup_pvc, problems)
+            if secret_ok:
+                self._ensure_step(CronJob, cluster, resources.backup_cronjob, problems)
+        else:
             self._remove_owned(CronJob, cluster, resources.Names(cluster["metadata"]["name"]).cronjob)
         if sts is None:  # blocked: still report what is running
             meta = cluster["metadata"]
             sts = self.client.get(StatefulSet, meta["namespace"], resources.Names(meta["name"]).statefulset)
         return problems, sts
 
-    def ensure(self, kind: Kind, cluster: Obj, desired: Obj) -> Obj:
-        """Create `desired`, or adopt and patch the live object where our fields differ.
+    def _ensure_step(
+        self, kind: Kind, cluster: Obj, build: Callable[[Obj], Obj], problems: list[Problem]
+    ) -> Obj | None:
+        try:
+            return self.ensure(kind, cluster, build(cluster))
+        except ChildBlocked as blocked:
+            problems.append(blocked.problem)
+            return None
 
-        Children built without an ownerReference (PVCs, Jobs) are create-only.
-        """
+    def ensure(self, kind: Kind, cluster: Obj, desired: Obj) -> Obj:
+        """Create `desired`, or, if the live object is ours (`ownership.py`), apply our fields when
+        they differ (`ssa.py`). Kinds without owned fields (Secret, PVCs, Jobs) are create-only."""
         meta = desired["metadata"]
         namespace, name = meta["namespace"], meta["name"]
+        body = with_config_hash(desired) if applies(kind.kind) else desired
         live = self.client.get(kind, namespace, name)
         if live is None:
             try:
-                created = self.client.create(kind, desired)
+                created = self.client.create(kind, body)
             except HTTPError as exc:
                 if error_code(exc) == INVALID:
                     raise self._rejected(kind, name, exc) from exc
                 if error_code(exc) != CONFLICT:
                     raise
-                # AlreadyExists: our earlier create whose reply was lost, or someone else's object.
-                live = self.client.get(kind, namespace, name)
+                # AlreadyExists: our earlier create whose reply was lost (it carries our reference),
+                # an object our cache does not show (foreign ones are not labelled), or a race.
+                live = self.client.get(kind, namespace, name, fresh=True)
                 if live is None:
                     raise
             else:
@@ -195,48 +191,75 @@ class MySQLClusterReconciler:
                 self.event(cluster, "Normal", "Created", f"created {kind.kind} {name}")
                 return created
 
-        patch: Obj = {}
-        if meta.get("ownerReferences"):
-            patch = self._adoption(kind, cluster, live)
-        changes = owned_patch(kind.kind, desired, live)
-        if changes:
-            patch = _merge(changes, patch)
-        if not patch:
+        how = claim(kind.kind, cluster, live, owned=bool(meta.get("ownerReferences")))
+        if how is Claim.MIGRATE:
+            return self._retain(kind, cluster, live)
+        if not applies(kind.kind):
             return live
-        patch.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
+        if how is Claim.ADOPT:
+            self._check_alive(kind, cluster, live)
+        elif applied_hash(live) == config_hash(desired) and not drifted(kind.kind, desired, live):
+            return live
+        return self._apply(kind, cluster, body, "Adopted" if how is Claim.ADOPT else "Updated")
+
+    def _apply(self, kind: Kind, cluster: Obj, body: Obj, verb: str) -> Obj:
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        # The one GET before a write: the cache drops managedFields (needed for the upgrade), and
+        # the object may have changed hands since the cache saw it.
+        fresh = self.client.get(kind, namespace, name, fresh=True)
+        if fresh is None:
+            # Deleted since the cache saw it: the watch event brings us back, and the create then.
+            raise HTTPError(404, f"{kind.kind} {name} vanished before our write; the next pass creates it")
+        claim(kind.kind, cluster, fresh, owned=bool(meta.get("ownerReferences")))
+        ops = upgrade_patch(fresh)
+        if ops is not None:
+            self.client.patch_json(kind, namespace, name, ops)
+            log.info(
+                "managed fields upgraded", extra={"kind": kind.kind, "object": name, "namespace": namespace}
+            )
+        # The uid makes the apply a precondition-checked update of exactly this object: an apply to a
+        # missing object would create it, bypassing the ownership rules.
+        body = {**body, "metadata": {**meta, "uid": fresh["metadata"]["uid"]}}
         try:
-            updated = self.client.patch_merge(kind, namespace, name, patch)
+            updated = self.client.apply(kind, body)
         except HTTPError as exc:
             if error_code(exc) == INVALID:
                 raise self._rejected(kind, name, exc) from exc
             raise
-        verb = "Updated" if changes else "Adopted"
         log.info(verb.lower(), extra={"kind": kind.kind, "object": name, "namespace": namespace})
         self.event(cluster, "Normal", verb, f"{verb.lower()} {kind.kind} {name}")
         return updated
 
-    def _adoption(self, kind: Kind, cluster: Obj, live: Obj) -> Obj:
-        """The patch that makes us the controller of `live`; {} when we already are."""
+    def _retain(self, kind: Kind, cluster: Obj, live: Obj) -> Obj:
+        """Turn a credentials Secret an older operator owned into a retained one (never GC'd)."""
         uid = cluster["metadata"]["uid"]
-        owner = controller_of(live)
-        if owner is not None and owner.get("uid") == uid:
-            return {}
-        name = live["metadata"]["name"]
-        if owner is not None:
-            message = (
-                f"{kind.kind} {name} is controlled by {owner.get('kind')} {owner.get('name')}; "
-                "delete it or rename the cluster"
-            )
-            raise ChildBlocked(Problem("ChildConflict", message))
-        # Adopt only for a cluster a fresh read shows alive (kube's ControllerRefManager rechecks the
-        # deletionTimestamp the same way). An orphan may be the garbage collector's work for a
-        # `propagationPolicy: Orphan` deletion that began after this pass read the cluster; adopting it
-        # back would hand it to the garbage collector as soon as the cluster is gone.
-        fresh = self.client.get(MySQLCluster, live["metadata"]["namespace"], cluster["metadata"]["name"])
-        if fresh is None or fresh["metadata"]["uid"] != uid or fresh["metadata"].get("deletionTimestamp"):
-            raise ClusterGoing(f"not adopting {kind.kind} {name}: the cluster is being deleted")
         refs = [r for r in live["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
-        return {"metadata": {"ownerReferences": [*refs, resources.owner_reference(cluster)]}}
+        patch = {
+            "metadata": {
+                "ownerReferences": refs or None,
+                "annotations": {RETAINED_ANNOTATION: "true"},
+                "resourceVersion": live["metadata"]["resourceVersion"],
+            }
+        }
+        meta = live["metadata"]
+        updated = self.client.patch_merge(kind, meta["namespace"], meta["name"], patch)
+        self.event(cluster, "Normal", "Retained", f"retained {kind.kind} {meta['name']} (no ownerReference)")
+        return updated
+
+    def _check_alive(self, kind: Kind, cluster: Obj, live: Obj) -> None:
+        """Adopt only for a cluster a fresh read shows alive (kube's ControllerRefManager rechecks
+        the deletionTimestamp the same way). An orphan may be the garbage collector's work for a
+        `propagationPolicy: Orphan` deletion that began after this pass read the cluster; adopting it
+        back would hand it to the garbage collector as soon as the cluster is gone."""
+        uid = cluster["metadata"]["uid"]
+        fresh = self.client.get(
+            MySQLCluster, live["metadata"]["namespace"], cluster["metadata"]["name"], fresh=True
+        )
+        if fresh is None or fresh["metadata"]["uid"] != uid or fresh["metadata"].get("deletionTimestamp"):
+            raise ClusterGoing(
+                f"not adopting {kind.kind} {live['metadata']['name']}: the cluster is being deleted"
+            )
 
     @staticmethod
     def _rejected(kind: Kind, name: str, exc: HTTPError) -> ChildBlocked:

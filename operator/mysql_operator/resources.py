@@ -1,10 +1,11 @@
 """Pure builders: a MySQLCluster (as the apiserver returns it) in, the desired child objects out.
 
-Every child carries the common labels. Children whose life ends with the cluster (Secret, Service,
-StatefulSet, CronJob) carry a controller ownerReference, so the garbage collector removes them and
-their events wake the owner's reconcile. Data never dies with the cluster: the StatefulSet retains
-its PVCs, and the backup PVC and the final-backup Job have labels only - the Job must outlive the
-CR's last moments, and backups must outlive the CR.
+Every child carries the common labels (they are also how an orphan proves it is ours, see
+`ownership.py`). Children whose life ends with the cluster (Services, StatefulSet, CronJob) carry a
+controller ownerReference, so the garbage collector removes them and their events wake the owner's
+reconcile. Data never dies with the cluster: the StatefulSet retains its PVCs, and the credentials
+Secret, the backup PVC and the final-backup Job have labels only - the password of kept data must
+outlive the CR as the data does, the Job must outlive the CR's last moments, and backups the CR.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from .api import API_VERSION, KIND, MySQLClusterSpec, parse_spec
+from . import images
+from .api import API_VERSION, KIND, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
+from .replication import mysql_pod_spec
 
 Obj = dict[str, Any]
 
@@ -22,11 +25,13 @@ PASSWORD_KEY = "root-password"
 DATA_VOLUME = "data"
 DATA_DIR = "/var/lib/mysql"
 BACKUP_DIR = "/backup"
-# tar and find with no surprises; the mysql image's userland varies between its tags.
-ARCHIVE_IMAGE = "busybox:1.36"
+# The final backup's image (tar and find with no surprises) is configurable: images.Images.backup.
 CLUSTER_UID_ANNOTATION = "db.example.com/cluster-uid"
 FINAL_BACKUP_DEADLINE_SECONDS = 3600
 """A final backup still running after this long fails, so a stuck one cannot hold the finalizer forever."""
+FINAL_BACKUP_TTL_SECONDS = 3600
+"""A finished final-backup Job is kept this long: the finalizer comes off while it still exists (its
+success is already in the cluster's status), and the TTL controller cleans it up."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,10 @@ class Names:
     @property
     def service(self) -> str:
         return f"{self.cluster}-headless"
+
+    @property
+    def primary_service(self) -> str:
+        return f"{self.cluster}-primary"
 
     @property
     def statefulset(self) -> str:
@@ -69,14 +78,23 @@ class Names:
         return f"{self.cluster}-final-backup"
 
     def primary_host(self, namespace: str) -> str:
-        return f"{self.primary_pod}.{self.service}.{namespace}.svc"
+        """Clients' (and the backup's) address of the primary: the Service that selects pod 0 only."""
+        return f"{self.primary_service}.{namespace}.svc"
+
+    def pod_host(self, ordinal: int, namespace: str) -> str:
+        return f"{self.statefulset}-{ordinal}.{self.service}.{namespace}.svc"
+
+
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "mysql-operator"
 
 
 def labels(name: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "mysql",
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/managed-by": "mysql-operator",
+        INSTANCE_LABEL: name,
+        MANAGED_BY_LABEL: MANAGED_BY,
     }
 
 
@@ -112,17 +130,24 @@ def _name(cluster: Obj) -> str:
     return cluster["metadata"]["name"]
 
 
-def _password_env(cluster: Obj, env_name: str) -> Obj:
+def password_env(cluster: Obj, env_name: str) -> Obj:
     ref = {"name": Names(_name(cluster)).secret, "key": PASSWORD_KEY}
     return {"name": env_name, "valueFrom": {"secretKeyRef": ref}}
 
 
 def credentials_secret(cluster: Obj, password: str | None = None) -> Obj:
-    """Created once and never rewritten: a new password would lock the running database out."""
+    """Created once and never rewritten: a new password would lock the running database out.
+
+    No ownerReference: the data volumes are retained when the cluster goes, so their root password
+    must be too; a cluster re-created under the same name reuses it (the kept datadir ignores
+    MYSQL_ROOT_PASSWORD anyway). The annotation is what tells such a Secret from a foreign one.
+    """
+    meta = _metadata(cluster, Names(_name(cluster)).secret, owned=False)
+    meta["annotations"] = {RETAINED_ANNOTATION: "true"}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _metadata(cluster, Names(_name(cluster)).secret),
+        "metadata": meta,
         "type": "Opaque",
         "stringData": {PASSWORD_KEY: password or secrets.token_urlsafe(24)},
     }
@@ -144,6 +169,23 @@ def headless_service(cluster: Obj) -> Obj:
     }
 
 
+def primary_service(cluster: Obj) -> Obj:
+    """A ClusterIP Service for pod 0 only: where writes go. Not publishNotReadyAddresses: clients
+    should reach a primary that answers, unlike replicas looking for their source while starting."""
+    name = _name(cluster)
+    names = Names(name)
+    selector = {**pod_labels(name, "database"), "statefulset.kubernetes.io/pod-name": names.primary_pod}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(cluster, names.primary_service),
+        "spec": {
+            "selector": selector,
+            "ports": [{"name": "mysql", "port": MYSQL_PORT, "targetPort": MYSQL_PORT}],
+        },
+    }
+
+
 def container_resources(spec: MySQLClusterSpec) -> Obj:
     """Requests equal limits (Guaranteed QoS for what is given); `{}` when nothing is given."""
     wanted = {k: v for k, v in (spec.resources.model_dump() if spec.resources else {}).items() if v}
@@ -153,7 +195,7 @@ def container_resources(spec: MySQLClusterSpec) -> Obj:
 def statefulset(cluster: Obj) -> Obj:
     name, spec = _name(cluster), parse_spec(cluster)
     names = Names(name)
-    probe_command = 'MYSQL_PWD="$MYSQL_ROOT_PASSWORD" mysqladmin ping -h 127.0.0.1 -u root'
+    namespace = cluster["metadata"]["namespace"]
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -166,38 +208,32 @@ def statefulset(cluster: Obj) -> Obj:
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
             "template": {
                 "metadata": {"labels": pod_labels(name, "database")},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "mysql",
-                            "image": f"mysql:{spec.version}",
-                            "ports": [{"name": "mysql", "containerPort": MYSQL_PORT}],
-                            "env": [_password_env(cluster, "MYSQL_ROOT_PASSWORD")],
-                            "resources": container_resources(spec),
-                            # TCP on 127.0.0.1 answers only once the real server is up: the image's
-                            # init phase runs a temporary server with networking off.
-                            "readinessProbe": {
-                                "exec": {"command": ["sh", "-c", probe_command]},
-                                "initialDelaySeconds": 5,
-                                "periodSeconds": 10,
-                                "timeoutSeconds": 5,
-                            },
-                            "volumeMounts": [{"name": DATA_VOLUME, "mountPath": DATA_DIR}],
-                        }
-                    ],
-                },
+                "spec": mysql_pod_spec(
+                    image=images.current().mysql(spec.version),
+                    password_env=password_env(cluster, "MYSQL_ROOT_PASSWORD"),
+                    primary_host=names.pod_host(0, namespace),
+                    resources=container_resources(spec),
+                    data_volume=DATA_VOLUME,
+                    data_dir=DATA_DIR,
+                    port=MYSQL_PORT,
+                ),
             },
             "volumeClaimTemplates": [
                 {
                     "metadata": {"name": DATA_VOLUME, "labels": labels(name)},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "resources": {"requests": {"storage": spec.storage_size}},
-                    },
+                    "spec": volume_claim_spec(spec),
                 }
             ],
         },
     }
+
+
+def volume_claim_spec(spec: MySQLClusterSpec) -> Obj:
+    """Data and backup volumes alike: the backup volume must live wherever the data may be restored."""
+    claim: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": spec.storage.size}}}
+    if spec.storage.storage_class_name:
+        claim["storageClassName"] = spec.storage.storage_class_name
+    return claim
 
 
 def backup_pvc(cluster: Obj) -> Obj:
@@ -207,10 +243,7 @@ def backup_pvc(cluster: Obj) -> Obj:
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": _metadata(cluster, Names(_name(cluster)).backup_pvc, owned=False),
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": spec.storage_size}},
-        },
+        "spec": volume_claim_spec(spec),
     }
 
 
@@ -242,10 +275,10 @@ def backup_cronjob(cluster: Obj) -> Obj:
     namespace = cluster["metadata"]["namespace"]
     container = {
         "name": "mysqldump",
-        "image": f"mysql:{spec.version}",
+        "image": images.current().mysql(spec.version),
         "command": ["sh", "-c", DUMP_SCRIPT],
         "env": [
-            _password_env(cluster, "MYSQL_PWD"),
+            password_env(cluster, "MYSQL_PWD"),
             {"name": "MYSQL_HOST", "value": names.primary_host(namespace)},
             {"name": "RETENTION_DAYS", "value": str(spec.backup.retention_days)},
         ],
@@ -256,7 +289,8 @@ def backup_cronjob(cluster: Obj) -> Obj:
         "kind": "CronJob",
         "metadata": _metadata(cluster, names.cronjob),
         "spec": {
-            "schedule": spec.backup.schedule,
+            "schedule": spec.backup.schedule.cron,
+            **({"timeZone": spec.backup.schedule.time_zone} if spec.backup.schedule.time_zone else {}),
             # Two dumps at once would only compete for the same primary and volume.
             "concurrencyPolicy": "Forbid",
             "successfulJobsHistoryLimit": 3,
@@ -282,8 +316,10 @@ def backup_cronjob(cluster: Obj) -> Obj:
 def final_backup_job(cluster: Obj) -> Obj:
     """Archive the primary's data volume, mounted read-only, into the backup PVC.
 
-    It needs no running database, so it works whatever the deletion propagation did to the pods.
-    backoffLimit 0: the reconciler retries a failure itself (delete, then recreate with backoff).
+    Created only once every database pod is gone (`finalizer.py` scales the StatefulSet to 0 first):
+    mysqld has shut down cleanly, so the datadir is consistent for every engine, and the volume is
+    free to attach wherever this pod lands (ReadWriteOnce). backoffLimit 0: the reconciler retries
+    a failure itself, counting attempts in status and backing off.
     """
     name = _name(cluster)
     names = Names(name)
@@ -302,6 +338,7 @@ def final_backup_job(cluster: Obj) -> Obj:
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": FINAL_BACKUP_DEADLINE_SECONDS,
+            "ttlSecondsAfterFinished": FINAL_BACKUP_TTL_SECONDS,
             "template": {
                 "metadata": {"labels": pod_labels(name, "final-backup")},
                 "spec": {
@@ -309,7 +346,7 @@ def final_backup_job(cluster: Obj) -> Obj:
                     "containers": [
                         {
                             "name": "archive",
-                            "image": ARCHIVE_IMAGE,
+                            "image": images.current().backup,
                             "command": ["sh", "-c", ARCHIVE_SCRIPT],
                             "volumeMounts": [
                                 {"name": DATA_VOLUME, "mountPath": DATA_DIR, "readOnly": True},

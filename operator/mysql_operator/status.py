@@ -65,8 +65,13 @@ def compute_status(
     *,
     deleting: bool = False,
     now: datetime | None = None,
+    final_backup: Obj | None = None,
 ) -> Obj:
-    """The status the cluster should have, given its StatefulSet (None: not there) and problems."""
+    """The status the cluster should have, given its StatefulSet (None: not there) and problems.
+
+    `final_backup` replaces status.finalBackup; None keeps the one recorded (it is the deletion's
+    memory, see finalizer.py, and must survive every other status write).
+    """
     meta = cluster["metadata"]
     generation = meta.get("generation")
     replicas = (cluster.get("spec") or {}).get("replicas")
@@ -120,13 +125,17 @@ def compute_status(
             }
         )
     namespace = meta["namespace"]
-    return {
+    status: Obj = {
         "phase": phase,
         "readyReplicas": ready,
         "primaryEndpoint": f"{Names(meta['name']).primary_host(namespace)}:{MYSQL_PORT}",
         "observedGeneration": generation,
         "conditions": conditions,
     }
+    recorded = final_backup if final_backup is not None else (cluster.get("status") or {}).get("finalBackup")
+    if recorded:
+        status["finalBackup"] = recorded
+    return status
 
 
 def _normalized(status: Obj | None) -> Obj:

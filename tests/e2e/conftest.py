@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import requests
-from mysqlkit import MySQLClusters
+from mysqlkit import MySQLClusters, Timeouts
 
 
 class Api:
@@ -59,7 +59,13 @@ def make_api() -> Callable[[Any], Api]:
     return lambda cluster: Api(cluster.session, cluster.server)
 
 
+@pytest.fixture(scope="session")
+def timeouts(cluster: Any) -> Timeouts:
+    """Timeouts that fit the backend: `eventually(check, timeout=timeouts(60))` (60 s on the local plane)."""
+    return Timeouts(cluster.backend)
+
+
 @pytest.fixture
-def mysql(api: Api, namespace: str) -> MySQLClusters:
-    """The MySQLClusters of the test's namespace and their children."""
-    return MySQLClusters(api, namespace)
+def mysql(api: Api, namespace: str, timeouts: Timeouts) -> MySQLClusters:
+    """The MySQLClusters of the test's namespace and their children (kind profile on kind)."""
+    return MySQLClusters(api, namespace, timeouts)

@@ -7,6 +7,7 @@ operator's public contract (users find their Secret by it), so a rename must bre
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from envtest import assert_matches, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "api" / "samples"
-API = "apis/db.example.com/v1alpha1"
+API = "apis/db.example.com/v1beta1"
+"""The storage version: the shared plane has no conversion webhook, so tests there use only it."""
 FINALIZER = "db.example.com/final-backup"
 SKIP_FINAL_BACKUP = "db.example.com/skip-final-backup"
 CONTROLLER = "mysqlcluster"
@@ -26,15 +28,45 @@ CONTROLLER = "mysqlcluster"
 CHILDREN: dict[str, tuple[str, str, str]] = {
     "secret": ("api/v1", "secrets", "{}-credentials"),
     "service": ("api/v1", "services", "{}-headless"),
+    "primary-service": ("api/v1", "services", "{}-primary"),
     "statefulset": ("apis/apps/v1", "statefulsets", "{}-mysql"),
     "cronjob": ("apis/batch/v1", "cronjobs", "{}-backup"),
     "backup-pvc": ("api/v1", "persistentvolumeclaims", "{}-backup"),
     "job": ("apis/batch/v1", "jobs", "{}-final-backup"),
 }
-OWNED = ("secret", "service", "statefulset", "cronjob")
+OWNED = ("service", "primary-service", "statefulset", "cronjob")
 """Children with a controller ownerReference to the cluster (the garbage collector's to delete)."""
+RETAINED = "db.example.com/retained"
+"""On the credentials Secret, which has no ownerReference: it outlives the cluster like the data."""
 
 Obj = dict[str, Any]
+
+TIMEOUT_SCALE = {"local": 1.0, "existing": 4.0, "kind": 6.0}
+"""How much longer than on the local plane things take per backend: kwok makes a pod Ready at once,
+a kubelet pulls mysql and waits for it to start (tens of seconds on a 2-CPU runner)."""
+
+
+class Timeouts:
+    """Timeouts written for the local plane, stretched for the backend in use
+    (ENVTEST_TIMEOUT_SCALE overrides): `eventually(check, timeout=timeouts(60))`."""
+
+    def __init__(self, backend: str) -> None:
+        override = os.environ.get("ENVTEST_TIMEOUT_SCALE")
+        self.backend = backend
+        self.scale = float(override) if override else TIMEOUT_SCALE.get(backend, 4.0)
+
+    def __call__(self, seconds: float) -> float:
+        return seconds * self.scale
+
+
+def kind_profile(manifest: Obj) -> Obj:
+    """`manifest` as it runs on a small kind node: no CPU request (5 x 500m never schedules on 2
+    CPUs); memory and everything else as shipped."""
+    body = copy.deepcopy(manifest)
+    resources = body.get("spec", {}).get("resources")
+    if resources:
+        resources.pop("cpu", None)
+    return body
 
 
 def sample(file: str) -> Obj:
@@ -61,8 +93,9 @@ def reconciles(manager: Any) -> float:
 class MySQLClusters:
     """The MySQLClusters of one namespace and their children, as plain dicts over the admin client."""
 
-    def __init__(self, api: Any, namespace: str) -> None:
+    def __init__(self, api: Any, namespace: str, timeouts: Timeouts | None = None) -> None:
         self.api, self.namespace = api, namespace
+        self.timeouts = timeouts or Timeouts("local")
 
     # -- the custom resource --------------------------------------------------------------------
 
@@ -73,7 +106,7 @@ class MySQLClusters:
     def create(self, manifest: Obj, *, name: str | None = None, skip_final_backup: bool = False) -> Obj:
         """Create `manifest` here (optionally renamed). `skip_final_backup` keeps a backup-enabled
         cluster from holding its deletion for a Job that nobody completes (kwok runs no container)."""
-        body = copy.deepcopy(manifest)
+        body = kind_profile(manifest) if self.timeouts.backend == "kind" else copy.deepcopy(manifest)
         meta = body.setdefault("metadata", {})
         meta.pop("namespace", None)
         if name:
@@ -105,14 +138,14 @@ class MySQLClusters:
             assert_matches(cr, {"status": {"phase": "Running", "observedGeneration": generation}})
             return cr
 
-        return eventually(running, timeout=timeout, description=f"{name} Running")
+        return eventually(running, timeout=self.timeouts(timeout), description=f"{name} Running")
 
     def wait_gone(self, name: str, *, timeout: float = 60.0) -> None:
         def gone() -> None:
             cr = self.get(name)
             assert cr is None, f"{name} still there: {_deletion_state(cr)}"
 
-        eventually(gone, timeout=timeout, description=f"{name} gone")
+        eventually(gone, timeout=self.timeouts(timeout), description=f"{name} gone")
 
     # -- children -------------------------------------------------------------------------------
 
@@ -161,7 +194,9 @@ class MySQLClusters:
             assert len(live) == 1, f"Running pods of the Job: {[p['metadata']['name'] for p in live]}"
             return live[0]
 
-        return eventually(running_pod, timeout=timeout, description=f"{cluster} final backup pod Running")
+        return eventually(
+            running_pod, timeout=self.timeouts(timeout), description=f"{cluster} final backup pod Running"
+        )
 
     def finish_pod(self, pod: Obj, *, succeeded: bool) -> None:
         """What a kubelet would report when the pod's only container exits 0 (or 1)."""

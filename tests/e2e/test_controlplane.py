@@ -14,6 +14,8 @@ from kubernetes import client as k8s_client
 
 from envtest import assert_matches, eventually
 
+CRD_DIR = Path(__file__).resolve().parents[2] / "api" / "crd"
+
 # kwok-driven pods, private planes or local binaries: skipped on other backends.
 pytestmark = pytest.mark.envtest_local
 
@@ -183,29 +185,39 @@ def test_cli_up_and_down_leave_no_process(tmp_path: Path) -> None:
     env["KUBEBUILDER_ASSETS"] = str(binaries.cache_dir())
     env["ENVTEST_KWOK_STAGES"] = str(binaries.kwok_stages_dir())
     envtest = [sys.executable, "-m", "envtest.cli"]
-    up = subprocess.run(
-        [*envtest, "up", "--name", "cli-test", "--components", "minimal"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert up.returncode == 0, up.stderr
-    assert up.stdout.startswith("export KUBECONFIG=")
-    kubeconfig = up.stdout.strip().split("=", 1)[1].strip("'")
     state_dir = tmp_path / "cache" / "envtest" / "clusters" / "cli-test"
-    assert Path(kubeconfig).is_relative_to(state_dir)
-    plane_pids = _pids_of(str(state_dir))
-    assert plane_pids, "no process runs from the plane's state dir"
 
-    api = pykube.HTTPClient(pykube.KubeConfig.from_file(kubeconfig))
-    assert pykube.Namespace.objects(api).get(name="default").exists()
-    env_out = subprocess.run([*envtest, "env", "--name", "cli-test"], env=env, capture_output=True, text=True)
-    assert env_out.stdout.strip() == up.stdout.strip()
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*envtest, *args], env=env, capture_output=True, text=True, timeout=300)
 
-    down = subprocess.run(
-        [*envtest, "down", "--name", "cli-test"], env=env, capture_output=True, text=True, timeout=120
-    )
+    try:
+        up = run("up", "--name", "cli-test", "--components", "minimal")
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.startswith("export KUBECONFIG=")
+        # Printed commands name this interpreter: they work from a shell without the venv on PATH.
+        assert f"{sys.executable} -m envtest.cli down --name cli-test" in up.stderr
+        assert f"{sys.executable} -m mysql_operator run --kubeconfig" in up.stderr
+        kubeconfig = up.stdout.strip().split("=", 1)[1].strip("'")
+        assert Path(kubeconfig).is_relative_to(state_dir)
+        plane_pids = _pids_of(str(state_dir))
+        assert plane_pids, "no process runs from the plane's state dir"
+
+        api = pykube.HTTPClient(pykube.KubeConfig.from_file(kubeconfig))
+        assert pykube.Namespace.objects(api).get(name="default").exists()
+        env_out = run("env", "--name", "cli-test")
+        assert env_out.stdout.strip() == up.stdout.strip()
+
+        other = run("up", "--name", "cli-test", "--components", "all")
+        assert other.returncode == 1
+        assert "components: running etcd,kube-apiserver" in other.stderr, other.stderr
+        # The same settings reuse the plane, and CRDs given now are applied to it.
+        again = run("up", "--name", "cli-test", "--components", "minimal", "--crd", str(CRD_DIR))
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == up.stdout
+        crd = api.session.get(f"{api.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions", timeout=10)
+        assert "mysqlclusters.db.example.com" in {c["metadata"]["name"] for c in crd.json()["items"]}
+    finally:
+        down = run("down", "--name", "cli-test")
     assert down.returncode == 0, down.stderr
     eventually(lambda: _assert_none_left(state_dir), timeout=30)
     assert not state_dir.exists()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mysqlkit import MySQLClusters, controller_ref, reconciles, sample, writes
+import pytest
+from mysql_operator import images
+from mysqlkit import RETAINED, MySQLClusters, controller_ref, reconciles, sample, writes
 
 from envtest import OperatorRunner, assert_matches, consistently, eventually
 
@@ -20,7 +22,7 @@ FULL = sample("mysqlcluster_full.yaml")
 def owned_by(cr: dict[str, Any]) -> dict[str, Any]:
     """The ownerReference every owned child must carry: ours, the controlling one, blocking."""
     return {
-        "apiVersion": "db.example.com/v1alpha1",
+        "apiVersion": "db.example.com/v1beta1",
         "kind": "MySQLCluster",
         "name": cr["metadata"]["name"],
         "uid": cr["metadata"]["uid"],
@@ -33,7 +35,7 @@ def assert_converged(mysql: MySQLClusters, name: str, *, replicas: int, version:
     """Status Running for the current generation, and the StatefulSet's pods all really there,
     ready and on the spec's image (status alone could be a lie the operator tells)."""
     cr = mysql.wait_running(name)
-    image = f"mysql:{version}"
+    image = images.current().mysql(version)  # a stand-in on the offline kind image
     assert_matches(
         mysql.child("statefulset", name),
         {
@@ -64,6 +66,7 @@ def assert_quiet(mysql: MySQLClusters, runner: OperatorRunner, name: str, durati
     consistently(unchanged, duration=duration, interval=0.5)
 
 
+@pytest.mark.kind_smoke  # on kind: the operator on the host, a real kubelet running the pod
 def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, operator: OperatorRunner) -> None:
     cr = mysql.create(MINIMAL)
     ns, ref = mysql.namespace, owned_by(cr)
@@ -71,7 +74,8 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
     cr = assert_converged(mysql, "sample", replicas=1, version="8.0")
 
     secret = mysql.child("secret", "sample")
-    assert_matches(secret, {"metadata": {"ownerReferences": [ref]}, "data": {"root-password": str}})
+    assert_matches(secret, {"metadata": {"annotations": {RETAINED: "true"}}, "data": {"root-password": str}})
+    assert secret is not None and "ownerReferences" not in secret["metadata"], "retained, not owned"
     assert_matches(
         mysql.child("service", "sample"),
         {
@@ -79,14 +83,23 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
             "spec": {"clusterIP": "None", "ports": [{"name": "mysql", "port": 3306}]},
         },
     )
+    pod_zero = {
+        "statefulset.kubernetes.io/pod-name": "sample-mysql-0",
+        "app.kubernetes.io/instance": "sample",
+    }
+    assert_matches(
+        mysql.child("primary-service", "sample"),
+        {"metadata": {"ownerReferences": [ref]}, "spec": {"selector": pod_zero, "ports": [{"port": 3306}]}},
+    )
     password_ref = {"secretKeyRef": {"name": "sample-credentials", "key": "root-password"}}
+    primary_host = {"name": "PRIMARY_HOST", "value": f"sample-mysql-0.sample-headless.{ns}.svc"}
     assert_matches(
         mysql.child("statefulset", "sample"),
         {
             "metadata": {"ownerReferences": [ref]},
             "spec": {
                 "serviceName": "sample-headless",
-                "template": {"spec": {"containers": [{"env": [{"valueFrom": password_ref}]}]}},
+                "template": {"spec": {"containers": [{"env": [{"valueFrom": password_ref}, primary_host]}]}},
             },
         },
     )
@@ -97,7 +110,7 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
             "metadata": {"finalizers": ["db.example.com/final-backup"]},
             "status": {
                 "readyReplicas": 1,
-                "primaryEndpoint": f"sample-mysql-0.sample-headless.{ns}.svc:3306",
+                "primaryEndpoint": f"sample-primary.{ns}.svc:3306",
                 "conditions": [
                     {"type": "Ready", "status": "True", "reason": "AllReplicasReady"},
                     {"type": "Progressing", "status": "False"},
@@ -153,8 +166,10 @@ def test_spec_changes_converge_then_stay_quiet(mysql: MySQLClusters, operator: O
     mysql.patch("life", {"spec": {"version": "8.4"}})
     assert_converged(mysql, "life", replicas=5, version="8.4")
 
-    mysql.patch("life", {"spec": {"backup": {"enabled": True, "schedule": "30 3 * * *"}}})
+    mysql.patch("life", {"spec": {"backup": {"enabled": True, "schedule": {"cron": "30 3 * * *"}}}})
     mysql.wait_running("life")
+
+    upgraded = images.current().mysql("8.4")  # a stand-in on the offline kind image
 
     def backups_scheduled() -> None:
         cronjob = mysql.child("cronjob", "life")
@@ -165,7 +180,7 @@ def test_spec_changes_converge_then_stay_quiet(mysql: MySQLClusters, operator: O
             {
                 "spec": {
                     "schedule": "30 3 * * *",
-                    "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"image": "mysql:8.4"}]}}}},
+                    "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"image": upgraded}]}}}},
                 }
             },
         )

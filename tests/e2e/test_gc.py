@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mysqlkit import OWNED, MySQLClusters, sample
+import pytest
+from mysqlkit import OWNED, RETAINED, MySQLClusters, sample
 
 from envtest import OperatorRunner, consistently, eventually
 
@@ -34,8 +35,12 @@ def present(mysql: MySQLClusters, name: str) -> list[str]:
 def assert_data_retained(mysql: MySQLClusters, name: str = "sample-full") -> None:
     assert mysql.data_pvcs(name) == [f"data-{name}-mysql-0", f"data-{name}-mysql-1"]
     assert mysql.child("backup-pvc", name) is not None, "the backup PVC was deleted"
+    secret = mysql.child("secret", name)
+    assert secret is not None, "the root password of the kept data was deleted"
+    assert (secret["metadata"].get("annotations") or {}).get(RETAINED) == "true"
 
 
+@pytest.mark.kind_smoke
 def test_children_are_collected_and_data_kept(mysql: MySQLClusters, operator: OperatorRunner) -> None:
     running_with_children(mysql)
 

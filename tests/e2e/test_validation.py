@@ -32,8 +32,12 @@ def _with(path: str, value: Any) -> dict[str, Any]:
 REJECTED = {
     "replicas-0": (_with("spec.replicas", 0), "spec.replicas", "greater than or equal to 1"),
     "replicas-10": (_with("spec.replicas", 10), "spec.replicas", "less than or equal to 9"),
-    "storage-size-missing": (_with("spec.storageSize", ...), "spec.storageSize", "Required value"),
-    "storage-size-bad-quantity": (_with("spec.storageSize", "ten gigs"), "spec.storageSize", "should match"),
+    "storage-missing": (_with("spec.storage", ...), "spec.storage", "Required value"),
+    "storage-size-bad-quantity": (
+        _with("spec.storage.size", "ten gigs"),
+        "spec.storage.size",
+        "should match",
+    ),
     "version-not-an-image-tag": (_with("spec.version", "latest!"), "spec.version", "should match"),
     "retention-days-0": (
         _with("spec.backup", {"enabled": True, "retentionDays": 0}),
@@ -72,27 +76,28 @@ def test_valid_spec_is_accepted_with_defaults_filled_in(mysql: MySQLClusters) ->
         {
             "spec": {
                 "replicas": 1,
-                "storageSize": "1Gi",
+                "storage": {"size": "1Gi"},
                 "version": "8.0",
-                "backup": {"enabled": True, "schedule": "0 2 * * *", "retentionDays": 7},
+                "backup": {"enabled": True, "retentionDays": 7},
             }
         },
     )
 
 
-def test_storage_size_change_is_rejected_as_immutable(mysql: MySQLClusters) -> None:
+def test_storage_change_is_rejected_as_immutable(mysql: MySQLClusters) -> None:
     mysql.create(MINIMAL)
 
     resp = mysql.api.session.patch(
         mysql.api.url(mysql.path("sample")),
-        json={"spec": {"storageSize": "2Gi"}},
+        json={"spec": {"storage": {"size": "2Gi"}}},
         headers={"Content-Type": "application/merge-patch+json"},
         timeout=10,
     )
 
     assert resp.status_code == 422, f"expected 422, got {resp.status_code}: {resp.text[:300]}"
     message = resp.json()["message"]
-    assert "spec.storageSize" in message and "storageSize is immutable" in message, message
-    assert mysql.must_get("sample")["spec"]["storageSize"] == "1Gi"
+    assert "spec.storage" in message and "storage is immutable" in message, message
+    assert mysql.must_get("sample")["spec"]["storage"] == {"size": "1Gi"}
     # The rule is about change only: writing the same value again is fine.
-    assert mysql.patch("sample", {"spec": {"storageSize": "1Gi", "replicas": 2}})["spec"]["replicas"] == 2
+    same = {"spec": {"storage": {"size": "1Gi"}, "replicas": 2}}
+    assert mysql.patch("sample", same)["spec"]["replicas"] == 2

@@ -90,6 +90,8 @@ class FakeKube:
         """resource -> object that "someone else" creates just before our create: AlreadyExists."""
         self._rv = itertools.count(100)
         self._uid = itertools.count(1)
+        self.applied: dict[tuple[str, str | None, str], Obj] = {}
+        """Our last apply configuration per object: what server-side apply remembers as our fields."""
 
     # -- helpers for tests -------------------------------------------------------------------
 
@@ -114,14 +116,39 @@ class FakeKube:
         obj["status"] = merge_patch(obj.get("status") or {}, status)
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
 
+    def collect_garbage(self) -> list[str]:
+        """What kube-controller-manager's garbage collector does: delete every object whose owners
+        are all gone. Returns the names deleted."""
+        uids = {obj["metadata"]["uid"] for obj in self.objects.values()}
+        gone = [
+            key
+            for key, obj in self.objects.items()
+            if obj["metadata"].get("ownerReferences")
+            and not any(r["uid"] in uids for r in obj["metadata"]["ownerReferences"])
+        ]
+        for key in gone:
+            del self.objects[key]
+        return [name for _, _, name in gone]
+
     def fail_next(self, verb: str, resource: str, code: int, reason: str, message: str) -> None:
         self.failures.setdefault((verb, resource), []).append(api_error(code, reason, message))
 
     # -- ApiClient ---------------------------------------------------------------------------
 
-    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+    def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> Obj | None:
         self._maybe_fail("get", kind.endpoint)
         return self.peek(kind, namespace, name)
+
+    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
+        self._maybe_fail("list", kind.endpoint)
+        wanted = dict(part.split("=", 1) for part in label_selector.split(",") if part)
+        return [
+            copy.deepcopy(obj)
+            for (resource, ns, _), obj in sorted(self.objects.items())
+            if resource == kind.endpoint
+            and ns == namespace
+            and wanted.items() <= (obj["metadata"].get("labels") or {}).items()
+        ]
 
     def create(self, kind: Kind, obj: Obj) -> Obj:
         self._maybe_fail("create", kind.endpoint)
@@ -143,6 +170,32 @@ class FakeKube:
         self, kind: Kind, namespace: str | None, name: str, ops: list[Obj], *, subresource: str | None = None
     ) -> Obj:
         return self._patch(kind, namespace, name, subresource, lambda live: _json_patch(live, ops))
+
+    def apply(self, kind: Kind, obj: Obj, *, force: bool = True) -> Obj:
+        """Server-side apply by one field manager, as far as the reconciler relies on it: named list
+        items merge by name (others' items stay), fields in our previous apply but not in this one
+        are removed, and a uid in the body is a precondition (never a create)."""
+        meta = obj["metadata"]
+        key = (kind.endpoint, meta.get("namespace"), meta["name"])
+        self._maybe_fail("patch", kind.endpoint)
+        live = self.objects.get(key)
+        if live is None:
+            raise api_error(404, "NotFound", f'{kind.endpoint} "{meta["name"]}" not found')
+        if meta.get("uid") not in (None, live["metadata"]["uid"]):
+            raise api_error(409, "Conflict", "Precondition failed: UID in precondition")
+        result = copy.deepcopy(live)
+        previous = self.applied.get(key)
+        if previous is not None:
+            _remove_dropped(result, previous, obj)
+        result = _apply_merge(result, copy.deepcopy(obj))
+        self.writes.append(("apply", kind.endpoint, meta["name"]))
+        if result.get("spec") != live.get("spec"):
+            result["metadata"]["generation"] = live["metadata"].get("generation", 1) + 1
+        result["metadata"]["resourceVersion"] = str(next(self._rv))
+        _apiserver_defaults(kind.kind, result)
+        self.objects[key] = result
+        self.applied[key] = copy.deepcopy(obj)
+        return copy.deepcopy(result)
 
     def delete(
         self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
@@ -200,6 +253,45 @@ class FakeKube:
         return copy.deepcopy(result)
 
 
+def _named(items: list[Any]) -> bool:
+    return bool(items) and all(isinstance(i, dict) and "name" in i for i in items)
+
+
+def _apply_merge(live: Any, applied: Any) -> Any:
+    if isinstance(applied, dict) and isinstance(live, dict):
+        out = dict(live)
+        for k, v in applied.items():
+            out[k] = _apply_merge(live.get(k), v)
+        return out
+    if isinstance(applied, list) and isinstance(live, list) and _named(applied):
+        merged = {i.get("name"): i for i in live if isinstance(i, dict)}
+        order = [i.get("name") for i in live if isinstance(i, dict)]
+        for item in applied:
+            merged[item["name"]] = _apply_merge(merged.get(item["name"]), item)
+            if item["name"] not in order:
+                order.append(item["name"])
+        return [merged[n] for n in order]
+    return copy.deepcopy(applied)
+
+
+def _remove_dropped(live: Any, before: Any, now: Any) -> None:
+    """Remove from `live` what `before` set and `now` no longer does."""
+    if isinstance(before, dict) and isinstance(live, dict):
+        for k, v in before.items():
+            if not isinstance(now, dict) or k not in now:
+                live.pop(k, None)
+            else:
+                _remove_dropped(live.get(k), v, now[k])
+    elif isinstance(before, list) and isinstance(live, list) and _named(before):
+        now_names = {i["name"]: i for i in now} if isinstance(now, list) and _named(now) else {}
+        for item in before:
+            if item["name"] not in now_names:
+                live[:] = [i for i in live if not (isinstance(i, dict) and i.get("name") == item["name"])]
+            else:
+                match = next((i for i in live if isinstance(i, dict) and i.get("name") == item["name"]), None)
+                _remove_dropped(match, item, now_names[item["name"]])
+
+
 def _json_patch(doc: Obj, ops: list[Obj]) -> Obj:
     """The RFC 6902 subset on plain object paths (no list indices) that tests need."""
     for op in ops:
@@ -220,10 +312,10 @@ def _json_patch(doc: Obj, ops: list[Obj]) -> Obj:
 def cluster(name: str = "db", namespace: str = "ns", **spec: Any) -> Obj:
     """A MySQLCluster as a user would create it."""
     return {
-        "apiVersion": "db.example.com/v1alpha1",
+        "apiVersion": "db.example.com/v1beta1",
         "kind": "MySQLCluster",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"replicas": 1, "storageSize": "1Gi", **spec},
+        "spec": {"replicas": 1, "storage": {"size": "1Gi"}, **spec},
     }
 
 

@@ -10,6 +10,7 @@ import pykube
 import pytest
 from mysql_operator import build_manager, logs
 from mysql_operator.__main__ import main
+from mysql_operator.app import cluster_of
 from mysql_operator.kinds import CronJob, MySQLCluster, Secret, Service, StatefulSet
 from mysql_operator.reconciler import MySQLClusterReconciler
 
@@ -21,7 +22,8 @@ def factory() -> pykube.HTTPClient:
 def test_app_wires_one_controller_for_mysqlclusters_and_their_children() -> None:
     manager = build_manager(factory, namespace="team-a", workers=3, leader_elect=True, identity="me")
     (controller,) = manager.controllers
-    assert controller.kinds == [MySQLCluster, StatefulSet, Service, Secret, CronJob]
+    assert controller.kinds == [MySQLCluster, StatefulSet, Service, CronJob, Secret]
+    assert controller.owned == [StatefulSet, Service, CronJob], "the retained Secret is not owned"
     assert controller.workers == 3
     assert isinstance(controller.reconciler, MySQLClusterReconciler)
     assert controller.reconciler.recorder is not None
@@ -31,6 +33,28 @@ def test_app_wires_one_controller_for_mysqlclusters_and_their_children() -> None
         "me",
     )
     assert (manager.options.metrics_port, manager.options.health_port) == (0, 0)
+
+
+def test_children_are_watched_by_our_label_and_the_secret_as_metadata_only() -> None:
+    manager = build_manager(factory, namespace="team-a")
+    ours = "app.kubernetes.io/managed-by=mysql-operator"
+    options = manager._informer_options
+    for kind in (StatefulSet, Service, CronJob):
+        assert options[kind] == {"label_selector": ours, "metadata_only": False}, kind.kind
+    assert options[Secret] == {"label_selector": ours, "metadata_only": True}
+    assert MySQLCluster not in options, "every MySQLCluster is ours to reconcile"
+
+
+def test_secret_events_map_to_the_cluster_named_by_its_label() -> None:
+    labels = {"app.kubernetes.io/managed-by": "mysql-operator", "app.kubernetes.io/instance": "db"}
+    secret = {"metadata": {"name": "db-credentials", "namespace": "ns", "labels": labels}}
+    assert cluster_of(secret) == ["ns/db"]
+    labels["app.kubernetes.io/managed-by"] = "someone-else"
+    assert cluster_of(secret) == []
+
+
+def test_a_lost_lease_exits_only_the_process_not_an_in_process_manager() -> None:
+    assert build_manager(factory).options.exit_on_lost_lease is False
 
 
 def write(tmp_path: Path, text: str) -> str:

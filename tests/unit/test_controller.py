@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import logging
+import random
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,14 +30,18 @@ class MySQLCluster(NamespacedAPIObject):
 
 class FakeInformer:
     def __init__(self) -> None:
-        self.handlers: list[Callable[[str, dict[str, Any]], None]] = []
+        self.handlers: list[Callable[[str, dict[str, Any], dict[str, Any] | None], None]] = []
+        self.cache: list[dict[str, Any]] = []
 
-    def add_handler(self, handler: Callable[[str, dict[str, Any]], None]) -> None:
+    def add_handler(self, handler: Callable[[str, dict[str, Any], dict[str, Any] | None], None]) -> None:
         self.handlers.append(handler)
 
-    def fire(self, event_type: str, obj: dict[str, Any]) -> None:
+    def list(self) -> list[dict[str, Any]]:
+        return list(self.cache)
+
+    def fire(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         for handler in self.handlers:
-            handler(event_type, obj)
+            handler(event_type, obj, old)
 
 
 class ScriptedReconciler:
@@ -89,7 +96,9 @@ def ready_keys(controller: Controller) -> list[Key]:
 
 
 def outcome_count(metrics: Metrics, result: str) -> float:
-    value = metrics.registry.get_sample_value("reconcile_total", {"controller": "mysql", "result": result})
+    value = metrics.registry.get_sample_value(
+        "controller_runtime_reconcile_total", {"controller": "mysql", "result": result}
+    )
     return value or 0.0
 
 
@@ -136,7 +145,8 @@ def test_success_forgets_the_backoff(clock: FakeClock) -> None:
     assert controller.process_next(timeout=0)
     assert queue.num_requeues(KEY) == 0
     assert outcome_count(metrics, "success") == 1
-    assert metrics.registry.get_sample_value("reconcile_errors_total", {"controller": "mysql"}) == 1
+    errors = {"controller": "mysql"}
+    assert metrics.registry.get_sample_value("controller_runtime_reconcile_errors_total", errors) == 1
 
 
 def test_conflict_requeues_with_backoff_logged_at_debug_only(
@@ -152,7 +162,7 @@ def test_conflict_requeues_with_backoff_logged_at_debug_only(
     assert ready_keys(controller) == [], "requeued with backoff, not at once"
     clock.advance(0.005)
     assert ready_keys(controller) == [KEY]
-    assert outcome_count(metrics, "conflict") == 1
+    assert outcome_count(metrics, "error") == 1
     assert [r.levelno for r in caplog.records if "conflict" in r.getMessage()] == [logging.DEBUG]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
@@ -164,7 +174,7 @@ def test_requests_http_error_409_is_a_conflict_too(clock: FakeClock) -> None:
     assert controller.queue is not None
     controller.queue.add(KEY)
     controller.process_next(timeout=0)
-    assert outcome_count(metrics, "conflict") == 1
+    assert outcome_count(metrics, "error") == 1
 
 
 def test_other_errors_requeue_rate_limited(clock: FakeClock) -> None:
@@ -246,3 +256,77 @@ def test_for_twice_and_missing_for_are_errors() -> None:
     controller.for_(MySQLCluster)
     with pytest.raises(ValueError, match="already reconciles"):
         controller.for_(pykube.Secret)
+
+
+def test_removed_owner_reference_still_wakes_the_owner_that_lost_it(clock: FakeClock) -> None:
+    controller, informers, _ = make(ScriptedReconciler(), clock)
+    before = child(owner_ref(name="db"))
+    after = child()  # someone stripped our reference
+    informers[pykube.StatefulSet].fire("MODIFIED", after, before)
+    assert ready_keys(controller) == [KEY]
+
+
+def test_changed_controller_enqueues_old_and_new_owner(clock: FakeClock) -> None:
+    controller, informers, _ = make(ScriptedReconciler(), clock)
+    informers[pykube.StatefulSet].fire(
+        "MODIFIED", child(owner_ref(name="other")), child(owner_ref(name="db"))
+    )
+    assert sorted(ready_keys(controller)) == [KEY, Key("ns/other")]
+
+
+def test_watches_maps_events_of_another_kind_to_keys(clock: FakeClock) -> None:
+    controller = Controller("mysql", ScriptedReconciler()).for_(MySQLCluster)
+    controller.watches(pykube.Secret, lambda o: [Key(f"ns/{o['metadata']['labels']['instance']}")])
+    informers = {kind: FakeInformer() for kind in controller.kinds}
+    controller.setup(informers, clock=clock)  # type: ignore[arg-type]
+    secret = {"metadata": {"name": "db-credentials", "namespace": "ns", "labels": {"instance": "db"}}}
+    informers[pykube.Secret].fire("DELETED", secret, secret)
+    assert ready_keys(controller) == [KEY]
+
+
+def test_resync_enqueues_every_cached_object_spread_over_the_jitter_window(clock: FakeClock) -> None:
+    controller = Controller(
+        "mysql", ScriptedReconciler(), resync_period=1000.0, resync_jitter=0.1, rng=random.Random(7)
+    ).for_(MySQLCluster)
+    informer = FakeInformer()
+    informer.cache = [{"metadata": {"name": f"db{i}", "namespace": "ns"}} for i in range(20)]
+    controller.setup({MySQLCluster: informer}, clock=clock)  # type: ignore[dict-item]
+    assert controller.resync() == 20
+    assert ready_keys(controller) == [], "no key is due at once: spread, not a thundering herd"
+    clock.advance(50)
+    first_half = ready_keys(controller)
+    assert 0 < len(first_half) < 20
+    clock.advance(50)
+    assert sorted(first_half + ready_keys(controller)) == sorted(Key(f"ns/db{i}") for i in range(20))
+
+
+def test_resync_period_is_jittered_within_bounds() -> None:
+    controller = Controller("mysql", ScriptedReconciler(), resync_period=100.0, resync_jitter=0.1)
+    periods = {round(controller.next_resync_in(), 6) for _ in range(50)}
+    assert len(periods) > 1 and all(90.0 <= p <= 110.0 for p in periods)
+
+
+def test_a_worker_of_an_ended_term_never_takes_keys_of_the_next_term() -> None:
+    release = threading.Event()
+    taken: list[tuple[Key, str]] = []
+
+    class Blocking:
+        def reconcile(self, key: Key) -> Result:
+            taken.append((key, threading.current_thread().name))
+            if key == KEY:
+                release.wait(5)
+            return Result()
+
+    controller = Controller("mysql", Blocking(), workers=1, resync_period=None).for_(MySQLCluster)
+    controller.setup({MySQLCluster: FakeInformer()})  # type: ignore[dict-item]
+    controller.start(term=1)
+    assert controller.queue is not None
+    controller.queue.add(KEY)
+    wait_for(lambda: taken, what="term 1's reconcile")
+    controller.stop(timeout=0.05)  # gives up waiting: the worker is still in its reconcile
+    controller.setup({MySQLCluster: FakeInformer()})  # type: ignore[dict-item]  # term 2, no workers yet
+    controller.queue.add(Key("ns/term-2"))
+    release.set()
+    time.sleep(0.2)
+    assert taken == [(KEY, "mysql-worker-0")], "the old worker took a key from the new term's queue"
+    assert len(controller.queue) == 1

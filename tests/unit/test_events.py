@@ -24,7 +24,7 @@ def test_event_names_the_object_and_the_operator() -> None:
     recorder(kube).event(OBJ, "Normal", "Created", "created Service db-headless")
     (event,) = events(kube)
     assert event["involvedObject"] == {
-        "apiVersion": "db.example.com/v1alpha1",
+        "apiVersion": "db.example.com/v1beta1",
         "kind": "MySQLCluster",
         "name": "db",
         "namespace": "ns",

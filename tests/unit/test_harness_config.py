@@ -46,13 +46,20 @@ def test_crd_invalid_yaml_names_the_file(tmp_path: Path) -> None:
         crds.load([bad])
 
 
-def test_crd_wrong_kind_names_file_and_document(tmp_path: Path) -> None:
-    path = tmp_path / "mixed.yaml"
-    path.write_text(
-        yaml.safe_dump_all([CRD, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}])
+def test_crd_folder_skips_non_crd_documents_with_a_note_naming_file_and_document(tmp_path: Path) -> None:
+    # A kubebuilder config/crd: CRDs beside kustomize's own files, as controller-runtime reads it.
+    (tmp_path / "kustomization.yaml").write_text("resources:\n- bases/widgets.yaml\n")
+    (tmp_path / "widgets.yaml").write_text(
+        yaml.safe_dump_all([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, CRD])
     )
-    with pytest.raises(CRDError, match=r"mixed\.yaml \(document 2\): expected kind CustomResourceDefinition"):
-        crds.load([path])
+    notes: list[str] = []
+    loaded = crds.load([tmp_path], notes=notes)
+    assert [d["metadata"]["name"] for _, d in loaded] == ["widgets.example.com"]
+    tail = "is not a CustomResourceDefinition"
+    assert notes == [
+        f"{tmp_path / 'kustomization.yaml'} (document 1): skipped, kind None {tail}",
+        f"{tmp_path / 'widgets.yaml'} (document 1): skipped, kind 'ConfigMap' {tail}",
+    ]
 
 
 def test_crd_old_api_version_is_rejected_before_the_apiserver_sees_it(tmp_path: Path) -> None:

@@ -26,9 +26,13 @@ class Recorder:
         self.events: list[tuple[str, str, str]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, event_type: str, o: dict[str, Any]) -> None:
+        self.previous: list[str | None] = []
+        """resourceVersion of the object each handler call saw as the previous one."""
+
+    def __call__(self, event_type: str, o: dict[str, Any], old: dict[str, Any] | None) -> None:
         with self.lock:
             self.events.append((event_type, o["metadata"]["name"], o["metadata"]["resourceVersion"]))
+            self.previous.append(old["metadata"]["resourceVersion"] if old else None)
 
     def wait(self, n: int) -> list[tuple[str, str, str]]:
         wait_for(lambda: len(self.events) >= n, what=f"{n} events (got {self.events})")
@@ -188,7 +192,7 @@ def test_a_failing_handler_crashes_instead_of_retrying() -> None:
     api = FakeApi([list_response([obj("a", "1")], rv="1")])
     informer = Informer(pykube.ConfigMap, lambda: api, on_crash=crashes.append)
 
-    def handler(event_type: str, o: dict[str, Any]) -> None:
+    def handler(event_type: str, o: dict[str, Any], old: dict[str, Any] | None) -> None:
         raise ValueError("handler bug")  # a ValueError, like a malformed stream: must not be retried
 
     informer.add_handler(handler)
@@ -261,3 +265,59 @@ def test_real_socket_watch_delivers_new_objects_in_the_namespace_only() -> None:
     finally:
         informer.stop(timeout=5)
         server.close()
+
+
+def test_handlers_see_the_previous_object_of_a_change_and_a_delete(run: Any) -> None:
+    api = FakeApi(
+        [
+            list_response([obj("a", "1")], rv="10"),
+            FakeResponse(lines=[event("MODIFIED", obj("a", "11")), event("DELETED", obj("a", "12"))]),
+        ]
+    )
+    _, recorder = run(api, namespace="ns")
+    assert [e[0] for e in recorder.wait(3)] == ["ADDED", "MODIFIED", "DELETED"]
+    assert recorder.previous == [None, "1", "11"]
+
+
+def test_managed_fields_are_dropped_before_caching_and_delivery(run: Any) -> None:
+    heavy = {"managedFields": [{"manager": "kubectl", "fieldsV1": {"f:data": {}}}]}
+    listed = obj("a", "1")
+    listed["metadata"] |= heavy
+    watched = obj("b", "11")
+    watched["metadata"] |= heavy
+    api = FakeApi([list_response([listed], rv="10"), FakeResponse(lines=[event("ADDED", watched)])])
+    informer, recorder = run(api, namespace="ns")
+    recorder.wait(2)
+    for key in ("ns/a", "ns/b"):
+        assert "managedFields" not in informer.get(Key(key))["metadata"]  # type: ignore[index]
+
+
+def test_label_selector_and_metadata_only_shape_every_request(run: Any) -> None:
+    api = FakeApi([list_response([], rv="10")])
+    informer, _ = run(
+        api, namespace="ns", label_selector="app.kubernetes.io/managed-by=x", metadata_only=True
+    )
+    assert informer.wait_for_sync(5)
+    wait_for(lambda: len(api.calls) >= 2, what="the watch")
+    list_call, watch_call = api.calls[:2]
+    for call in (list_call, watch_call):
+        assert call["params"]["labelSelector"] == "app.kubernetes.io/managed-by=x"
+    assert "as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" in list_call["headers"]["Accept"]
+    assert "as=PartialObjectMetadata;g=meta.k8s.io;v=v1" in watch_call["headers"]["Accept"]
+
+
+def test_sustained_401_is_reported_and_cleared_by_a_success(run: Any) -> None:
+    denied = FakeResponse(status=401, body={"kind": "Status", "code": 401, "reason": "Unauthorized"})
+    api = FakeApi([denied, denied, list_response([obj("a", "1")], rv="10")])
+    informer, recorder = run(api, namespace="ns")
+    recorder.wait(1)
+    assert informer.denied_for() == 0.0, "a successful list clears it"
+    assert len(api.calls) >= 3
+
+
+def test_401_on_every_list_keeps_counting(run: Any) -> None:
+    denied = FakeResponse(status=403, body={"kind": "Status", "code": 403, "reason": "Forbidden"})
+    api = FakeApi([denied] * 50)
+    informer, _ = run(api, namespace="ns", backoff_max=0.01)
+    wait_for(lambda: informer.denied_for() > 0.05, what="denied for a while")
+    assert not informer.has_synced()

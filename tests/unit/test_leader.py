@@ -121,7 +121,8 @@ def test_standby_waits_while_the_lease_is_fresh(store: FakeLeaseStore, clock: Fa
 def test_standby_takes_over_an_expired_lease(store: FakeLeaseStore, clock: FakeClock) -> None:
     a, b = candidate(store, clock, "a"), candidate(store, clock, "b")
     a.try_acquire_or_renew()
-    clock.advance(15.1)  # a stopped renewing (killed)
+    assert not b.try_acquire_or_renew()  # b sees a's record: its lease runs from now, on b's clock
+    clock.advance(15)  # a stopped renewing (killed)
     assert b.try_acquire_or_renew()
     assert store.spec["holderIdentity"] == "b"
     assert store.spec["leaseTransitions"] == 1
@@ -130,10 +131,11 @@ def test_standby_takes_over_an_expired_lease(store: FakeLeaseStore, clock: FakeC
 
 def test_conflict_means_the_race_was_lost(store: FakeLeaseStore, clock: FakeClock) -> None:
     candidate(store, clock, "old").try_acquire_or_renew()
-    clock.advance(20)  # expired: both candidates see a free lease
     stale = StaleView(store, store.get())
     a = candidate(store, clock, "a")
     b = candidate(stale, clock, "b")
+    assert not a.try_acquire_or_renew() and not b.try_acquire_or_renew()  # both observe "old"
+    clock.advance(20)  # expired: both candidates see a free lease
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew(), "b's write carried the old resourceVersion"
     assert store.spec["holderIdentity"] == "a"
@@ -201,3 +203,80 @@ def test_micro_time_round_trips() -> None:
     assert stamp == "2023-11-14T22:13:20.250000Z"
     assert parse_micro_time(stamp) == 1_700_000_000.25
     assert parse_micro_time("garbage") is None
+
+
+class SlowStore(FakeLeaseStore):
+    """Every successful write takes `delay` seconds of the fake clock (a slow apiserver)."""
+
+    def __init__(self, clock: FakeClock, delay: float) -> None:
+        super().__init__()
+        self.clock, self.delay = clock, delay
+
+    def _store(self, lease: dict[str, Any]) -> dict[str, Any]:
+        stored = super()._store(lease)
+        self.clock.advance(self.delay)
+        return stored
+
+
+def test_renew_deadline_runs_from_when_the_renewal_was_sent(clock: FakeClock) -> None:
+    store = SlowStore(clock, delay=4.0)
+    a = candidate(store, clock, "a")
+    sent = clock.monotonic()
+    assert a.try_acquire_or_renew()  # the reply arrives 4 s after the request left
+    clock.advance(10 - 4 - 0.01)
+    assert a.holds_lease(), "still inside renew_deadline counted from the send"
+    clock.advance(0.02)
+    assert clock.monotonic() - sent > 10
+    assert not a.holds_lease(), "the deadline counts from the send, not from the slow reply"
+    store.fail = OSError("apiserver unreachable")
+    assert not a.try_acquire_or_renew()
+
+
+def test_two_slow_renewals_cannot_outlast_the_lease_seen_by_a_standby(clock: FakeClock) -> None:
+    store = SlowStore(clock, delay=4.0)
+    a, b = candidate(store, clock, "a"), candidate(store, clock, "b")
+    a.try_acquire_or_renew()
+    store.delay = 0.0
+    assert not b.try_acquire_or_renew()
+    b_saw = clock.monotonic()  # b's lease clock starts at its observation
+    store.delay = 4.0
+    clock.advance(2)
+    a.try_acquire_or_renew()  # sent at b_saw + 2, stored, reply 4 s later
+    store.fail = OSError("partition")
+    # a may write only until 10 s after it sent that renewal ...
+    a_last_write_ok = b_saw + 2 + 10
+    # ... and b, having observed that renewal no earlier than when it was sent, waits 15 s from then.
+    while clock.monotonic() < a_last_write_ok + 0.01:
+        clock.advance(0.5)
+        a.try_acquire_or_renew()
+    assert not a.holds_lease() and not a.is_leader
+    assert not b.try_acquire_or_renew(), "b observed the renewal at most 12 s ago: not expired yet"
+
+
+def test_expiry_uses_the_local_observation_time_not_the_holders_clock(
+    store: FakeLeaseStore, clock: FakeClock
+) -> None:
+    skewed = FakeClock(start=clock.time() - 3600)  # the holder's wall clock is an hour behind
+    a = candidate(store, skewed, "a")
+    b = candidate(store, clock, "b")
+    assert a.try_acquire_or_renew()
+    assert parse_micro_time(store.spec["renewTime"]) < clock.time() - 3000, "renewTime is in b's past"
+    assert not b.try_acquire_or_renew(), "b just saw the record change: the lease is fresh for b"
+    clock.advance(14.9)
+    assert not b.try_acquire_or_renew()
+    clock.advance(0.1)
+    assert b.try_acquire_or_renew(), "15 s on b's own clock without a change: expired"
+
+
+def test_a_renewed_record_restarts_the_standbys_lease_clock(store: FakeLeaseStore, clock: FakeClock) -> None:
+    a, b = candidate(store, clock, "a"), candidate(store, clock, "b")
+    a.try_acquire_or_renew()
+    b.try_acquire_or_renew()
+    clock.advance(10)
+    a.try_acquire_or_renew()  # renewTime changes
+    clock.advance(1)
+    assert not b.try_acquire_or_renew()  # b sees the renewal now: 11 s after its first look
+    clock.advance(14.9)
+    assert not b.try_acquire_or_renew(), "26 s after b first saw a, but only 14.9 s after the renewal"
+    clock.advance(0.1)
+    assert b.try_acquire_or_renew()

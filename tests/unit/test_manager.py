@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ import pytest
 import requests
 from mysql_operator.runtime.client import request_labels
 from mysql_operator.runtime.controller import Controller
+from mysql_operator.runtime.fence import Fenced
 from mysql_operator.runtime.leader import format_micro_time
 from mysql_operator.runtime.manager import WRITE_VERBS, Manager, ManagerError, ManagerOptions
 from mysql_operator.runtime.types import Key, Result
@@ -89,17 +91,43 @@ def test_two_managers_in_one_process_keep_metrics_apart(
     assert first.metrics_address != second.metrics_address
     assert first.metrics_address == first.health_address, "ports 0 and 0 share one server"
     body = scrape(first.metrics_address, "/metrics").text
-    assert 'api_requests_total{code="200",resource="configmaps",verb="list"} 1.0' in body
+    host = server.url.removeprefix("http://")
+    labels = f'code="200",host="{host}",method="GET",resource="configmaps",verb="list"'
+    assert f"rest_client_requests_total{{{labels}}} 1.0" in body
     assert first.api_requests(verb="list", resource="configmaps") == 1
     assert first.api_requests(verb="create") == 0
     before = second.api_requests()
     server.put_configmap("one", "only-for-first")
     wait_for(
         lambda: first.registry.get_sample_value(
-            "reconcile_total", {"controller": "configmaps", "result": "success"}
+            "controller_runtime_reconcile_total", {"controller": "configmaps", "result": "success"}
         )
     )
     assert second.api_requests() == before, "requests of one manager never count in the other"
+
+
+def test_metrics_carry_controller_runtime_names_and_no_created_series(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    server.put_configmap("ns", "cm")
+    manager = manager_for(server, managers, Recording(), namespace="ns")
+    manager.start()
+    success = {"controller": "configmaps", "result": "success"}
+    wait_for(lambda: manager.registry.get_sample_value("controller_runtime_reconcile_total", success))
+    body = scrape(manager.metrics_address, "/metrics").text
+    queue = 'controller="configmaps",name="configmaps"'
+    for sample in (
+        'controller_runtime_reconcile_time_seconds_bucket{controller="configmaps",le="0.005"}',
+        'controller_runtime_max_concurrent_reconciles{controller="configmaps"} 2.0',
+        'controller_runtime_active_workers{controller="configmaps"}',
+        f"workqueue_depth{{{queue}}} 0.0",
+        f"workqueue_adds_total{{{queue}}} 1.0",
+        f"workqueue_queue_duration_seconds_count{{{queue}}} 1.0",
+        f"workqueue_work_duration_seconds_count{{{queue}}} 1.0",
+        'rest_client_requests_total{code="200"',
+    ):
+        assert sample in body, sample
+    assert "_created" not in body, "controller-runtime exposes no _created series"
 
 
 def test_probes_report_health_and_readiness(server: FakeApiServer, managers: list[Manager]) -> None:
@@ -273,3 +301,116 @@ def test_request_labels_behind_a_server_path_prefix() -> None:
     url = "https://h/gateway/c1/apis/apps/v1/namespaces/ns/statefulsets/db"
     assert request_labels("GET", url, base_path="/gateway/c1/") == ("get", "statefulsets")
     assert request_labels("GET", url) == ("get", "")
+
+
+class WritesAfterRelease:
+    """Blocks in reconcile until released, then writes (a Lease create) with the manager's client."""
+
+    def __init__(self) -> None:
+        self.manager: Manager | None = None
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.outcome: list[str] = []
+
+    def reconcile(self, key: Key) -> Result:
+        if key != Key("default/slow"):
+            return Result()
+        self.entered.set()
+        self.release.wait(10)
+        assert self.manager is not None
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "written"}}
+        try:
+            self.manager.new_client().post(
+                version="coordination.k8s.io/v1", namespace="default", url="leases", data=json.dumps(lease)
+            )
+        except Fenced:
+            self.outcome.append("fenced")
+        else:
+            self.outcome.append("written")
+        return Result()
+
+
+ELECTION = {"leader_elect": True, "lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.1}
+
+
+def steal_lease(server: FakeApiServer, name: str = "mysql-operator-leader") -> None:
+    with server.cond:
+        lease = server.leases[("default", name)]
+        lease["spec"].update(holderIdentity="intruder", renewTime=format_micro_time(time.time()))
+        server.rv += 1
+        lease["metadata"]["resourceVersion"] = str(server.rv)
+
+
+def test_deposed_leaders_in_flight_reconcile_cannot_write(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    reconciler = WritesAfterRelease()
+    manager = manager_for(server, managers, reconciler, identity="first", **ELECTION)
+    reconciler.manager = manager
+    manager.start()
+    server.put_configmap("default", "slow")
+    assert reconciler.entered.wait(5)
+    steal_lease(server)
+    wait_for(lambda: not manager.is_leader, what="the step-down")
+    reconciler.release.set()
+    wait_for(lambda: reconciler.outcome, what="the reconcile's write attempt")
+    assert reconciler.outcome == ["fenced"]
+    assert ("default", "written") not in server.leases, "the write left the process"
+
+
+def test_stop_fences_stragglers_before_it_releases_the_lease(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    reconciler = WritesAfterRelease()
+    manager = manager_for(server, managers, reconciler, identity="first", **ELECTION)
+    reconciler.manager = manager
+    manager.start()
+    server.put_configmap("default", "slow")
+    assert reconciler.entered.wait(5)
+    manager.stop(timeout=0.3)  # the reconcile outlives the stop timeout
+    assert "holderIdentity" not in server.leases[("default", "mysql-operator-leader")]["spec"], "released"
+    reconciler.release.set()  # a standby may lead by now: the straggler must not write
+    wait_for(lambda: reconciler.outcome, what="the straggler's write attempt")
+    assert reconciler.outcome == ["fenced"]
+
+
+def test_losing_the_lease_exits_the_process_when_asked(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    exits: list[int] = []
+    manager = Manager(
+        server.client,
+        ManagerOptions(identity="first", exit_on_lost_lease=True, **ELECTION),  # type: ignore[arg-type]
+        exit_process=exits.append,
+    )
+    manager.add(Controller("configmaps", Recording()).for_(pykube.ConfigMap))
+    managers.append(manager)
+    manager.start()
+    steal_lease(server)
+    wait_for(lambda: exits, what="the exit")
+    assert exits == [1]
+    assert not manager.fence.allows(1), "writes are fenced even before the process is gone"
+
+
+def test_a_stop_is_not_a_lost_lease(server: FakeApiServer, managers: list[Manager]) -> None:
+    exits: list[int] = []
+    manager = Manager(
+        server.client,
+        ManagerOptions(identity="first", exit_on_lost_lease=True, **ELECTION),  # type: ignore[arg-type]
+        exit_process=exits.append,
+    )
+    manager.add(Controller("configmaps", Recording()).for_(pykube.ConfigMap))
+    manager.start()
+    manager.stop(timeout=5)
+    assert exits == []
+
+
+def test_sustained_denial_fails_healthz(server: FakeApiServer, managers: list[Manager]) -> None:
+    manager = manager_for(server, managers, Recording(), namespace="ns", denied_grace=0.0)
+    manager.start()
+    assert scrape(manager.health_address, "/healthz").status_code == 200
+    informer = manager.informer(pykube.ConfigMap)
+    with informer._lock:  # what the informer records when list/watch keep answering 401/403
+        informer._denied_since = time.monotonic() - 1.0
+    assert manager.denied() == ["ConfigMap"]
+    assert scrape(manager.health_address, "/healthz").status_code == 503

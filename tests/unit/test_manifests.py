@@ -12,6 +12,7 @@ import pytest
 import yaml
 from mysql_operator import manifests, rbac
 from mysql_operator.api import MySQLClusterModel
+from mysql_operator.runtime.manager import ManagerOptions
 from mysql_operator.schema import SchemaError, structural_schema, walk
 from pydantic import BaseModel, Field
 
@@ -20,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    return manifests.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    (hub,) = [v for v in manifests.crd()["spec"]["versions"] if v["storage"]]
+    return hub["schema"]["openAPIV3Schema"]
 
 
 def all_keys(node: Any) -> set[str]:
@@ -55,7 +57,7 @@ def test_optional_fields_are_plain_types_not_nullable(schema: dict[str, Any]) ->
     assert not any(node.get("nullable") for _, node in walk(schema))
     spec = schema["properties"]["spec"]
     assert spec["properties"]["resources"]["type"] == "object"
-    assert spec["required"] == ["replicas", "storageSize"]
+    assert spec["required"] == ["replicas", "storage"]
     assert schema["required"] == ["spec"]
 
 
@@ -70,12 +72,12 @@ def test_conditions_are_a_list_map_keyed_by_type(schema: dict[str, Any]) -> None
     assert "pattern" in item["properties"]["reason"]
 
 
-def test_storage_size_is_immutable_by_cel(schema: dict[str, Any]) -> None:
-    storage = schema["properties"]["spec"]["properties"]["storageSize"]
+def test_storage_is_immutable_by_cel(schema: dict[str, Any]) -> None:
+    storage = schema["properties"]["spec"]["properties"]["storage"]
     assert storage["x-kubernetes-validations"] == [
-        {"rule": "self == oldSelf", "message": "storageSize is immutable"}
+        {"rule": "self == oldSelf", "message": "storage is immutable"}
     ]
-    assert "pattern" in storage
+    assert storage["required"] == ["size"] and "pattern" in storage["properties"]["size"]
 
 
 def test_defaults_bounds_and_enums_survive(schema: dict[str, Any]) -> None:
@@ -84,7 +86,7 @@ def test_defaults_bounds_and_enums_survive(schema: dict[str, Any]) -> None:
     assert spec["version"]["default"] == "8.0"
     backup = spec["backup"]["properties"]
     assert backup["enabled"]["default"] is False
-    assert backup["schedule"]["default"] == "0 2 * * *"
+    assert backup["schedule"]["properties"]["cron"]["default"] == "0 2 * * *"
     assert (backup["retentionDays"]["default"], backup["retentionDays"]["minimum"]) == (7, 1)
     phase = schema["properties"]["status"]["properties"]["phase"]
     assert phase["enum"] == ["Pending", "Running", "Failed", "Terminating"]
@@ -136,9 +138,21 @@ def test_cluster_role_is_the_permission_table() -> None:
     rules = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]}
     assert rules[("db.example.com", "mysqlclusters/status")] == ["patch"]
     assert rules[("db.example.com", "mysqlclusters/finalizers")] == ["update"]
-    assert rules[("coordination.k8s.io", "leases")] == ["get", "create", "update"]
+    assert ("coordination.k8s.io", "leases") in rules or not rbac.LEASES_IN_CLUSTER_ROLE
     assert "*" not in str(role["rules"])
     assert rbac.allowed("batch", "jobs", "delete") and not rbac.allowed("", "pods", "delete")
+    assert rbac.allowed("", "pods", "list"), "the final backup waits for database pods to be gone"
+
+
+def test_lease_rights_are_a_namespaced_role_limited_to_our_lease() -> None:
+    role = rbac.leader_election_role()
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "mysql-operator-system"
+    by_verbs = {tuple(r["verbs"]): r for r in role["rules"]}
+    assert by_verbs[("get", "update")]["resourceNames"] == ["mysql-operator-leader"]
+    # create cannot be limited by name (the authorizer sees no name at create time)
+    assert "resourceNames" not in by_verbs[("create",)]
+    assert all(r["resources"] == ["leases"] for r in role["rules"])
+    assert ManagerOptions().leader_election_id == rbac.LEASE_NAME
 
 
 def test_samples_are_valid_clusters() -> None:
@@ -147,7 +161,7 @@ def test_samples_are_valid_clusters() -> None:
     minimal = yaml.safe_load((ROOT / "api/samples/mysqlcluster_minimal.yaml").read_text())
     assert minimal["metadata"]["name"] == "sample" and minimal["spec"] == {
         "replicas": 1,
-        "storageSize": "1Gi",
+        "storage": {"size": "1Gi"},
     }
 
 

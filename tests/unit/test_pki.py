@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from envtest.pki import CertificateAuthority, CertKey, service_account_key
@@ -117,10 +117,10 @@ def test_ca_write_round_trips(ca: CertificateAuthority, tmp_path: Path) -> None:
     assert CertKey(crt.read_bytes(), key.read_bytes()) == CertKey(ca.cert_pem, ca.key_pem)
 
 
-def test_service_account_key_is_rsa_2048_pair() -> None:
+def test_service_account_key_is_a_matching_p256_pair() -> None:
     private_pem, public_pem = service_account_key()
     private = serialization.load_pem_private_key(private_pem, password=None)
     public = serialization.load_pem_public_key(public_pem)
-    assert isinstance(private, rsa.RSAPrivateKey) and private.key_size == 2048
-    assert isinstance(public, rsa.RSAPublicKey)
+    assert isinstance(private, ec.EllipticCurvePrivateKey) and private.curve.name == "secp256r1"
+    assert isinstance(public, ec.EllipticCurvePublicKey)
     assert public.public_numbers() == private.public_key().public_numbers()

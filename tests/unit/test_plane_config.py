@@ -21,9 +21,7 @@ def test_rate_limits_stay_overridable_per_component():
 def test_fake_node_cannot_run_out_of_pods_or_cpu_for_a_large_suite():
     capacity = kwok.fake_node()["status"]["capacity"]
     assert int(capacity["pods"].removesuffix("k")) * 1000 >= 1000 * 10  # 1,000 clusters, several pods each
-    assert (
-        int(capacity["cpu"].removesuffix("k")) * 1000 >= 1000 * 0.5 * 2
-    )  # 1,000 pods at 500m, twice over
+    assert int(capacity["cpu"].removesuffix("k")) * 1000 >= 1000 * 0.5 * 2  # 1,000 pods at 500m, twice over
     assert capacity == kwok.fake_node()["status"]["allocatable"]
 
 

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from mysql_operator import resources
-from mysql_operator.projection import matches, owned_patch, project
+from mysql_operator.projection import applies, drifted, matches, project
 from operator_fakes import _apiserver_defaults, cluster
 
 
@@ -26,11 +26,11 @@ def as_stored(kind: str, desired: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def test_apiserver_defaults_do_not_cause_a_patch() -> None:
+def test_apiserver_defaults_are_not_drift() -> None:
     desired = resources.statefulset(live_cluster(resources={"cpu": "0.5", "memory": "1Gi"}))
     stored = as_stored("StatefulSet", desired)
     assert stored["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "500m"
-    assert owned_patch("StatefulSet", desired, stored) is None
+    assert not drifted("StatefulSet", desired, stored)
 
 
 def test_quantities_compare_by_value() -> None:
@@ -39,43 +39,45 @@ def test_quantities_compare_by_value() -> None:
     assert not matches({"limits": {"memory": "1Gi"}}, {"limits": {"memory": "1G"}})
 
 
-def test_dropping_one_resource_is_a_change() -> None:
+def test_dropping_one_resource_is_drift() -> None:
     desired = resources.statefulset(live_cluster(resources={"memory": "1Gi"}))
     stored = as_stored(
         "StatefulSet", resources.statefulset(live_cluster(resources={"cpu": "1", "memory": "1Gi"}))
     )
-    patch = owned_patch("StatefulSet", desired, stored)
-    assert patch is not None
-    assert patch["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"memory": "1Gi"}
+    assert drifted("StatefulSet", desired, stored)
 
 
-def test_dropping_all_resources_is_a_change() -> None:
+def test_dropping_all_resources_is_drift() -> None:
     desired = resources.statefulset(live_cluster())
     stored = as_stored("StatefulSet", resources.statefulset(live_cluster(resources={"cpu": "1"})))
-    assert owned_patch("StatefulSet", desired, stored) is not None
+    assert drifted("StatefulSet", desired, stored)
 
 
-def test_a_changed_list_length_is_a_change() -> None:
-    assert not matches({"env": [{"name": "A"}]}, {"env": [{"name": "A"}, {"name": "B"}]})
+def test_someone_elses_sidecar_is_not_drift_but_a_change_to_ours_is() -> None:
+    desired = resources.statefulset(live_cluster())
+    stored = as_stored("StatefulSet", desired)
+    pod = stored["spec"]["template"]["spec"]
+    pod["containers"].append({"name": "sidecar", "image": "envoy:1"})
+    pod["volumes"].append({"name": "sidecar-certs", "emptyDir": {}})
+    assert not drifted("StatefulSet", desired, stored)
+    pod["containers"][0]["image"] = "mysql:5.7"
+    assert drifted("StatefulSet", desired, stored)
+
+
+def test_lists_of_named_items_match_by_name_and_others_by_position() -> None:
+    assert matches({"env": [{"name": "A"}]}, {"env": [{"name": "B"}, {"name": "A"}]})
+    assert not matches({"env": [{"name": "A", "value": "1"}]}, {"env": [{"name": "A", "value": "2"}]})
+    assert not matches({"command": ["sh", "-c"]}, {"command": ["sh", "-c", "extra"]})
     assert matches({"ports": [{"port": 1}]}, {"ports": [{"port": 1, "protocol": "TCP"}]})
 
 
-def test_patch_carries_only_owned_mutable_fields() -> None:
-    desired = resources.statefulset(live_cluster(replicas=3))
-    stored = as_stored("StatefulSet", resources.statefulset(live_cluster(replicas=1)))
-    patch = owned_patch("StatefulSet", desired, stored)
-    assert patch is not None
-    assert set(patch) == {"metadata", "spec"}
-    assert set(patch["metadata"]) == {"labels"}
-    # selector, serviceName and volumeClaimTemplates are immutable: never in a patch.
-    assert set(patch["spec"]) == {"replicas", "persistentVolumeClaimRetentionPolicy", "template"}
-
-
-def test_secret_and_create_only_kinds_are_never_patched() -> None:
+def test_secret_and_create_only_kinds_are_never_applied() -> None:
     secret = resources.credentials_secret(live_cluster())
-    assert owned_patch("Secret", secret, {"metadata": {}, "data": {"other": "x"}}) is None
+    assert not drifted("Secret", secret, {"metadata": {}, "data": {"other": "x"}})
     pvc = resources.backup_pvc(live_cluster())
-    assert owned_patch("PersistentVolumeClaim", pvc, {"metadata": {}, "spec": {}}) is None
+    assert not drifted("PersistentVolumeClaim", pvc, {"metadata": {}, "spec": {}})
+    assert [k for k in ("Secret", "PersistentVolumeClaim", "Job") if applies(k)] == []
+    assert all(applies(k) for k in ("StatefulSet", "Service", "CronJob"))
 
 
 def test_project_keeps_only_the_given_paths() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from mysql_operator.api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
+from mysql_operator import resources
+from mysql_operator.api import FINALIZER, RETAINED_ANNOTATION
 from mysql_operator.kinds import (
     CronJob,
-    Job,
     MySQLCluster,
     PersistentVolumeClaim,
     Secret,
@@ -17,6 +17,7 @@ from mysql_operator.kinds import (
 )
 from mysql_operator.reconciler import BLOCKED_RETRY_SECONDS, MySQLClusterReconciler
 from mysql_operator.runtime.types import Key, Result
+from mysql_operator.ssa import with_config_hash
 from mysql_operator.status import condition
 from operator_fakes import FakeKube, RecordingEvents, cluster
 from pykube.exceptions import HTTPError
@@ -65,12 +66,13 @@ def test_first_reconcile_adds_finalizer_creates_children_and_reports_pending(
     kube.put(MySQLCluster, cluster())
     assert reconciler.reconcile(KEY) == Result()
     assert live_cluster(kube)["metadata"]["finalizers"] == [FINALIZER]
-    for kind, name in ((Secret, "db-credentials"), (Service, "db-headless"), (StatefulSet, "db-mysql")):
+    children = ((Secret, "db-credentials"), (Service, "db-headless"), (Service, "db-primary"))
+    for kind, name in (*children, (StatefulSet, "db-mysql")):
         assert kube.peek(kind, "ns", name) is not None, name
     assert kube.peek(CronJob, "ns", "db-backup") is None
     status = live_cluster(kube)["status"]
     assert status["phase"] == "Pending"
-    assert status["primaryEndpoint"] == "db-mysql-0.db-headless.ns.svc:3306"
+    assert status["primaryEndpoint"] == "db-primary.ns.svc:3306"
 
 
 def test_converged_cluster_gets_no_write_on_the_next_reconcile(
@@ -98,7 +100,7 @@ def test_spec_change_patches_the_statefulset_and_status_only(
     kube.writes.clear()
     reconciler.reconcile(KEY)
     assert kube.writes == [
-        ("patch", "statefulsets", "db-mysql"),
+        ("apply", "statefulsets", "db-mysql"),
         ("patch", "mysqlclusters/status", "db"),
     ]
     assert kube.peek(StatefulSet, "ns", "db-mysql")["spec"]["replicas"] == 3  # type: ignore[index]
@@ -122,22 +124,123 @@ def test_secret_is_never_rewritten(reconciler: MySQLClusterReconciler, kube: Fak
     assert kube.peek(Secret, "ns", "db-credentials") == before
 
 
-def test_already_exists_on_create_is_adopted_without_a_duplicate(
+def test_lost_create_reply_comes_back_as_ours_without_a_write(
     reconciler: MySQLClusterReconciler, kube: FakeKube
 ) -> None:
     kube.put(MySQLCluster, cluster())
-    # Our earlier create succeeded but its reply was lost: the object is there, without our knowing.
-    kube.before_create["services"] = {
-        "metadata": {"name": "db-headless", "namespace": "ns"},
-        "spec": {"clusterIP": "None", "selector": {"stale": "selector"}, "ports": []},
-    }
+    uid = live_cluster(kube)["metadata"]["uid"]
+    # Our earlier create succeeded but its reply was lost: the object is there, carrying our reference.
+    owner = {**cluster(), "metadata": {"name": "db", "namespace": "ns", "uid": uid}}
+    kube.before_create["services"] = with_config_hash(resources.headless_service(owner))
     reconciler.reconcile(KEY)
     svc = kube.peek(Service, "ns", "db-headless")
-    assert svc is not None
+    assert svc is not None and svc["metadata"]["uid"] != uid
     (ref,) = svc["metadata"]["ownerReferences"]
-    assert ref["uid"] == live_cluster(kube)["metadata"]["uid"] and ref["controller"] is True
-    assert svc["spec"]["selector"]["app.kubernetes.io/instance"] == "db"
-    assert [w for w in kube.writes if w[1] == "services"] == [("patch", "services", "db-headless")]
+    assert ref["uid"] == uid and ref["controller"] is True
+    assert [w for w in kube.writes if w[2] == "db-headless"] == [], "nothing to adopt, nothing to rewrite"
+
+
+def test_foreign_service_of_the_same_name_is_a_conflict_not_adopted(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    foreign = {
+        "metadata": {"name": "db-headless", "namespace": "ns", "labels": {"app": "theirs"}},
+        "spec": {"clusterIP": "None", "selector": {"app": "theirs"}, "ports": []},
+    }
+    kube.put(Service, foreign)
+    before = kube.peek(Service, "ns", "db-headless")
+    kube.put(MySQLCluster, cluster())
+    assert reconciler.reconcile(KEY) == Result(requeue_after=BLOCKED_RETRY_SECONDS)
+    assert kube.peek(Service, "ns", "db-headless") == before, "a foreign object was rewritten"
+    degraded = condition(live_cluster(kube)["status"], "Degraded")
+    assert degraded is not None and degraded["reason"] == "ChildConflict"
+    assert "Service db-headless exists and is not ours" in degraded["message"]
+    assert ("Warning", "ChildConflict", degraded["message"]) in events.events
+
+
+def test_lost_create_race_with_a_foreign_statefulset_is_a_conflict(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    kube.before_create["statefulsets"] = {
+        "metadata": {"name": "db-mysql", "namespace": "ns"},
+        "spec": {"replicas": 7, "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
+    }
+    reconciler.reconcile(KEY)
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None and "ownerReferences" not in sts["metadata"]
+    assert (
+        sts["spec"]["replicas"] == 7 and sts["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx"
+    )
+    degraded = condition(live_cluster(kube)["status"], "Degraded")
+    assert degraded is not None and "StatefulSet db-mysql exists and is not ours" in degraded["message"]
+
+
+def test_orphan_labelled_as_ours_is_adopted(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    # What a propagationPolicy=Orphan deletion of an earlier cluster of this name leaves behind.
+    kube.objects[("services", "ns", "db-headless")]["metadata"].pop("ownerReferences")
+    kube.writes.clear()
+    reconciler.reconcile(KEY)
+    (ref,) = kube.peek(Service, "ns", "db-headless")["metadata"]["ownerReferences"]  # type: ignore[index]
+    assert ref["uid"] == live_cluster(kube)["metadata"]["uid"]
+    assert kube.writes == [("apply", "services", "db-headless")]
+
+
+def test_foreign_secret_is_never_used_and_blocks_the_pods(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    # Even with our labels: only the retained annotation (set by us at create) marks our Secret.
+    labels = resources.labels("db")
+    kube.put(Secret, {"metadata": {"name": "db-credentials", "namespace": "ns", "labels": labels}})
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    assert kube.peek(StatefulSet, "ns", "db-mysql") is None, "pods would run on someone else's password"
+    degraded = condition(live_cluster(kube)["status"], "Degraded")
+    assert degraded is not None and degraded["reason"] == "ChildConflict"
+    assert degraded["message"].startswith("Secret db-credentials exists and is not a credentials Secret")
+    assert "ownerReferences" not in kube.peek(Secret, "ns", "db-credentials")["metadata"]  # type: ignore[index]
+
+
+def test_credentials_secret_is_retained_not_owned(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    meta = kube.peek(Secret, "ns", "db-credentials")["metadata"]  # type: ignore[index]
+    assert "ownerReferences" not in meta, "the garbage collector would take the password of kept data"
+    assert meta["annotations"] == {RETAINED_ANNOTATION: "true"}
+    assert meta["labels"] == resources.labels("db")
+
+
+def test_recreated_cluster_reuses_the_retained_secret(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    first = kube.peek(Secret, "ns", "db-credentials")
+    kube.delete(MySQLCluster, "ns", "db")
+    reconciler.reconcile(KEY)  # finalizer off, the cluster is gone; the Secret stays
+    assert kube.peek(MySQLCluster, "ns", "db") is None
+    assert sorted(kube.collect_garbage()) == ["db-headless", "db-mysql", "db-primary"]
+    kube.put(MySQLCluster, cluster())  # same name, new uid
+    kube.writes.clear()
+    reconciler.reconcile(KEY)
+    assert kube.peek(Secret, "ns", "db-credentials") == first, "reused as it was: not adopted, not rewritten"
+    assert [w for w in kube.writes if w[1] == "secrets"] == []
+    assert live_cluster(kube)["status"]["phase"] == "Pending"
+
+
+def test_secret_owned_by_an_older_operator_is_made_retained(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    secret = kube.objects[("secrets", "ns", "db-credentials")]
+    secret["metadata"].pop("annotations")
+    secret["metadata"]["ownerReferences"] = [resources.owner_reference(live_cluster(kube))]
+    reconciler.reconcile(KEY)
+    meta = kube.peek(Secret, "ns", "db-credentials")["metadata"]  # type: ignore[index]
+    assert "ownerReferences" not in meta and meta["annotations"] == {RETAINED_ANNOTATION: "true"}
 
 
 def test_orphan_is_not_adopted_back_while_the_cluster_is_being_deleted(
@@ -148,8 +251,8 @@ def test_orphan_is_not_adopted_back_while_the_cluster_is_being_deleted(
     real_get = kube.get
     reads: list[str] = []
 
-    def deleted_after_first_read(kind, namespace, name):  # type: ignore[no-untyped-def]
-        obj = real_get(kind, namespace, name)
+    def deleted_after_first_read(kind, namespace, name, **kw):  # type: ignore[no-untyped-def]
+        obj = real_get(kind, namespace, name, **kw)
         if kind is MySQLCluster and not reads:
             reads.append(name)
             # propagationPolicy=Orphan right after this pass read the cluster: our finalizer holds it,
@@ -208,14 +311,14 @@ def test_foreign_cronjob_is_left_alone_when_backup_disabled(
 def test_invalid_schedule_fails_without_requeue_or_child_writes(
     reconciler: MySQLClusterReconciler, kube: FakeKube
 ) -> None:
-    kube.put(MySQLCluster, cluster(backup={"enabled": True, "schedule": "every night"}))
+    kube.put(MySQLCluster, cluster(backup={"enabled": True, "schedule": {"cron": "every night"}}))
     assert reconciler.reconcile(KEY) == Result()
     assert {w[1] for w in kube.writes} == {"mysqlclusters", "mysqlclusters/status"}
     status = live_cluster(kube)["status"]
     assert status["phase"] == "Failed"
     ready = condition(status, "Ready")
     assert ready is not None and ready["reason"] == "InvalidSchedule"
-    assert "spec.backup.schedule" in ready["message"]
+    assert "spec.backup.schedule.cron" in ready["message"]
     kube.writes.clear()
     assert reconciler.reconcile(KEY) == Result()
     assert kube.writes == []  # no status churn either
@@ -224,7 +327,7 @@ def test_invalid_schedule_fails_without_requeue_or_child_writes(
 def test_six_field_cron_is_invalid_although_croniter_accepts_it(
     reconciler: MySQLClusterReconciler, kube: FakeKube
 ) -> None:
-    kube.put(MySQLCluster, cluster(backup={"enabled": True, "schedule": "0 0 2 * * *"}))
+    kube.put(MySQLCluster, cluster(backup={"enabled": True, "schedule": {"cron": "0 0 2 * * *"}}))
     reconciler.reconcile(KEY)
     assert live_cluster(kube)["status"]["phase"] == "Failed"
 
@@ -259,8 +362,8 @@ def test_finalizer_patch_is_conditional_on_resource_version(
     kube.put(MySQLCluster, cluster())
     real_get = kube.get
 
-    def stale_get(kind, namespace, name):  # type: ignore[no-untyped-def]
-        obj = real_get(kind, namespace, name)
+    def stale_get(kind, namespace, name, **kw):  # type: ignore[no-untyped-def]
+        obj = real_get(kind, namespace, name, **kw)
         if kind is MySQLCluster:
             kube.patch_merge(MySQLCluster, "ns", "db", {"metadata": {"labels": {"edited": "yes"}}})
         return obj
@@ -272,137 +375,45 @@ def test_finalizer_patch_is_conditional_on_resource_version(
     assert live_cluster(kube)["metadata"].get("finalizers") is None
 
 
-# -- deletion -------------------------------------------------------------------------------
-
-
-def deleted_cluster(kube: FakeKube, reconciler: MySQLClusterReconciler, **spec: object) -> None:
-    kube.put(MySQLCluster, cluster(**spec))
-    reconciler.reconcile(KEY)
-    kube.patch_merge(MySQLCluster, "ns", "db", {"metadata": {"finalizers": ["example.com/other", FINALIZER]}})
-    kube.delete(MySQLCluster, "ns", "db")
-
-
-def test_deletion_without_backup_removes_only_our_finalizer(
+def test_a_field_we_stop_setting_is_removed_and_a_sidecar_kept(
     reconciler: MySQLClusterReconciler, kube: FakeKube
 ) -> None:
-    deleted_cluster(kube, reconciler)
-    assert reconciler.reconcile(KEY) == Result()
-    assert live_cluster(kube)["metadata"]["finalizers"] == ["example.com/other"]
-    assert kube.peek(Job, "ns", "db-final-backup") is None
+    kube.put(MySQLCluster, cluster(resources={"cpu": "1", "memory": "1Gi"}))
+    reconciler.reconcile(KEY)  # created
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"replicas": 2}})
+    reconciler.reconcile(KEY)  # applied once: from here on the fake remembers our fields
+    sts = kube.objects[("statefulsets", "ns", "db-mysql")]
+    sts["spec"]["template"]["spec"]["containers"].append({"name": "sidecar", "image": "envoy:1"})
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"resources": {"cpu": None}}})
+    reconciler.reconcile(KEY)
+    mysqld, sidecar = kube.peek(StatefulSet, "ns", "db-mysql")["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+    assert mysqld["resources"] == {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+    assert sidecar["image"] == "envoy:1", "another writer's container was kept"
+    kube.writes.clear()
+    reconciler.reconcile(KEY)
+    assert kube.writes == [], "the sidecar is not a difference: no write loop"
 
 
-def test_finalizer_removal_really_shortens_the_list(
+def test_an_update_goes_to_the_object_we_checked_or_nowhere(
     reconciler: MySQLClusterReconciler, kube: FakeKube
 ) -> None:
     kube.put(MySQLCluster, cluster())
     reconciler.reconcile(KEY)
-    kube.delete(MySQLCluster, "ns", "db")
-    reconciler.reconcile(KEY)
-    assert kube.peek(MySQLCluster, "ns", "db") is None  # last finalizer gone: the object is gone
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"replicas": 3}})
+    real_get = kube.get
 
+    def replaced_before_the_apply(kind, namespace, name, **kw):  # type: ignore[no-untyped-def]
+        obj = real_get(kind, namespace, name, **kw)
+        if kind is StatefulSet and kw.get("fresh"):
+            # A foreign object took the name between our GET and our apply.
+            kube.objects.pop(("statefulsets", "ns", "db-mysql"))
+            kube.put(
+                StatefulSet, {"metadata": {"name": "db-mysql", "namespace": "ns"}, "spec": {"replicas": 9}}
+            )
+        return obj
 
-def with_data_volume(kube: FakeKube) -> None:
-    kube.put(PersistentVolumeClaim, {"metadata": {"name": "data-db-mysql-0", "namespace": "ns"}, "spec": {}})
-
-
-def test_deletion_waits_for_the_final_backup_job(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
-    with_data_volume(kube)
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)
-    job = kube.peek(Job, "ns", "db-final-backup")
-    assert job is not None and "ownerReferences" not in job["metadata"]
-    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)  # still running
-    obj = live_cluster(kube)
-    assert FINALIZER in obj["metadata"]["finalizers"]
-    assert obj["status"]["phase"] == "Terminating"
-
-
-def test_final_backup_success_deletes_the_job_then_the_finalizer(
-    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
-) -> None:
-    with_data_volume(kube)
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    reconciler.reconcile(KEY)
-    kube.set_status(Job, "ns", "db-final-backup", {"succeeded": 1})
-    assert reconciler.reconcile(KEY) == Result()
-    assert kube.peek(Job, "ns", "db-final-backup") is None
-    assert live_cluster(kube)["metadata"]["finalizers"] == ["example.com/other"]
-    assert ("Normal", "FinalBackupSucceeded", "Job db-final-backup succeeded") in events.events
-
-
-def test_final_backup_failure_is_degraded_and_retried_with_a_new_job(
-    reconciler: MySQLClusterReconciler, kube: FakeKube
-) -> None:
-    with_data_volume(kube)
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    reconciler.reconcile(KEY)
-    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "limit"}
-    kube.set_status(Job, "ns", "db-final-backup", {"failed": 1, "conditions": [failed]})
-    assert reconciler.reconcile(KEY) == Result(requeue=True)
-    assert kube.peek(Job, "ns", "db-final-backup") is None
-    obj = live_cluster(kube)
-    degraded = condition(obj["status"], "Degraded")
-    assert degraded is not None and degraded["status"] == "True" and degraded["reason"] == "FinalBackupFailed"
-    assert FINALIZER in obj["metadata"]["finalizers"]
-    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)
-    assert kube.peek(Job, "ns", "db-final-backup") is not None
-
-
-def test_final_backup_failure_stays_degraded_while_the_retry_runs(
-    reconciler: MySQLClusterReconciler, kube: FakeKube
-) -> None:
-    with_data_volume(kube)
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    reconciler.reconcile(KEY)
-    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "limit"}
-    kube.set_status(Job, "ns", "db-final-backup", {"failed": 1, "conditions": [failed]})
-    reconciler.reconcile(KEY)
-    reported = condition(live_cluster(kube)["status"], "Degraded")
-    writes = len(kube.writes)
-
-    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)  # the retry's Job is created
-    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)  # and still running
-
-    assert condition(live_cluster(kube)["status"], "Degraded") == reported
-    assert len(kube.writes) == writes + 1, "only the retry's Job is written, no status flip"
-
-
-def test_skip_annotation_removes_the_finalizer_without_a_backup(
-    reconciler: MySQLClusterReconciler, kube: FakeKube
-) -> None:
-    with_data_volume(kube)
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    patch = {"metadata": {"annotations": {SKIP_FINAL_BACKUP_ANNOTATION: "true"}}}
-    kube.patch_merge(MySQLCluster, "ns", "db", patch)
-    assert reconciler.reconcile(KEY) == Result()
-    assert kube.peek(Job, "ns", "db-final-backup") is None
-    assert live_cluster(kube)["metadata"]["finalizers"] == ["example.com/other"]
-
-
-def test_no_data_volume_means_nothing_to_back_up(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    assert reconciler.reconcile(KEY) == Result()
-    assert kube.peek(Job, "ns", "db-final-backup") is None
-    assert live_cluster(kube)["metadata"]["finalizers"] == ["example.com/other"]
-
-
-def test_leftover_job_of_an_earlier_cluster_is_not_taken_for_ours(
-    reconciler: MySQLClusterReconciler, kube: FakeKube
-) -> None:
-    with_data_volume(kube)
-    old = {"name": "db-final-backup", "namespace": "ns", "annotations": {"db.example.com/cluster-uid": "old"}}
-    kube.put(Job, {"metadata": old, "spec": {}, "status": {"succeeded": 1}})
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)
-    assert kube.peek(Job, "ns", "db-final-backup") is None
-    assert FINALIZER in live_cluster(kube)["metadata"]["finalizers"]
-
-
-def test_terminating_status_conflict_does_not_hold_up_deletion(
-    reconciler: MySQLClusterReconciler, kube: FakeKube
-) -> None:
-    with_data_volume(kube)
-    deleted_cluster(kube, reconciler, backup={"enabled": True})
-    kube.fail_next("patch", "mysqlclusters/status", 409, "Conflict", "modified")
-    assert reconciler.reconcile(KEY) == Result(requeue_after=5.0)
-    assert kube.peek(Job, "ns", "db-final-backup") is not None
+    kube.get = replaced_before_the_apply  # type: ignore[method-assign]
+    with pytest.raises(HTTPError) as raised:
+        reconciler.reconcile(KEY)
+    assert raised.value.code == 409
+    assert kube.peek(StatefulSet, "ns", "db-mysql")["spec"]["replicas"] == 9  # type: ignore[index]

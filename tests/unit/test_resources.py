@@ -22,12 +22,12 @@ def live(**spec: Any) -> dict[str, Any]:
 
 
 OWNED = [
-    resources.credentials_secret,
     resources.headless_service,
+    resources.primary_service,
     resources.statefulset,
     resources.backup_cronjob,
 ]
-UNOWNED = [resources.backup_pvc, resources.final_backup_job]
+UNOWNED = [resources.credentials_secret, resources.backup_pvc, resources.final_backup_job]
 
 
 def container(sts: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def test_every_child_carries_the_common_labels_in_the_cluster_namespace(build: A
 def test_owned_children_have_one_controller_owner_reference(build: Any) -> None:
     (ref,) = build(live())["metadata"]["ownerReferences"]
     assert ref == {
-        "apiVersion": "db.example.com/v1alpha1",
+        "apiVersion": "db.example.com/v1beta1",
         "kind": "MySQLCluster",
         "name": "db",
         "uid": "uid-1",
@@ -56,7 +56,7 @@ def test_owned_children_have_one_controller_owner_reference(build: Any) -> None:
 
 
 @pytest.mark.parametrize("build", UNOWNED)
-def test_backup_storage_and_final_job_outlive_the_cluster(build: Any) -> None:
+def test_credentials_backup_storage_and_final_job_outlive_the_cluster(build: Any) -> None:
     assert "ownerReferences" not in build(live())["metadata"]
 
 
@@ -69,7 +69,9 @@ def test_child_names() -> None:
         "db-final-backup",
     )
     assert names.primary_data_pvc == "data-db-mysql-0"
-    assert names.primary_host("ns") == "db-mysql-0.db-headless.ns.svc"
+    assert names.primary_service == "db-primary"
+    assert names.primary_host("ns") == "db-primary.ns.svc"
+    assert names.pod_host(0, "ns") == "db-mysql-0.db-headless.ns.svc"
 
 
 def test_secret_holds_a_fresh_random_password() -> None:
@@ -79,11 +81,59 @@ def test_secret_holds_a_fresh_random_password() -> None:
 
 
 def test_statefulset_reads_the_root_password_from_the_secret() -> None:
-    (env,) = container(resources.statefulset(live()))["env"]
-    assert env == {
+    password, primary = container(resources.statefulset(live()))["env"]
+    assert password == {
         "name": "MYSQL_ROOT_PASSWORD",
         "valueFrom": {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}},
     }
+    assert primary == {"name": "PRIMARY_HOST", "value": "db-mysql-0.db-headless.ns.svc"}
+
+
+def test_retained_secret_is_marked_and_labelled() -> None:
+    meta = resources.credentials_secret(live())["metadata"]
+    assert meta["annotations"] == {"db.example.com/retained": "true"}
+    assert meta["labels"] == COMMON
+
+
+def test_primary_service_selects_pod_zero_only() -> None:
+    svc = resources.primary_service(live(replicas=3))
+    assert svc["metadata"]["name"] == "db-primary"
+    assert "clusterIP" not in svc["spec"], "a ClusterIP Service: one stable address for writes"
+    assert svc["spec"]["selector"] == {
+        **resources.pod_labels("db", "database"),
+        "statefulset.kubernetes.io/pod-name": "db-mysql-0",
+    }
+    assert svc["spec"]["ports"] == [{"name": "mysql", "port": 3306, "targetPort": 3306}]
+
+
+def test_every_pod_is_configured_from_its_ordinal_before_mysqld_starts() -> None:
+    pod = resources.statefulset(live(replicas=3))["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["image"] == container({"spec": {"template": {"spec": pod}}})["image"]
+    script = init["command"][-1]
+    assert 'ordinal="${HOSTNAME##*-}"' in script
+    assert "server-id=$((100 + ordinal))" in script
+    assert "gtid-mode=ON" in script and "enforce-gtid-consistency=ON" in script
+    # Replicas only (ordinal > 0): follow pod 0 by GTID, read-only for good, started once at init.
+    replica_part = script[script.index('if [ "$ordinal" -gt 0 ]') :]
+    for statement in (
+        "CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST'",
+        "SOURCE_AUTO_POSITION=1",
+        "SET PERSIST read_only = ON",
+        "SET PERSIST super_read_only = ON",
+        "START REPLICA",
+    ):
+        assert statement in replica_part, statement
+    assert "/docker-entrypoint-initdb.d/replica.sh" in replica_part
+    mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
+    assert mounts == {"/etc/mysql/conf.d": "conf", "/docker-entrypoint-initdb.d": "initdb"}
+    mysqld_mounts = {m["mountPath"] for m in container({"spec": {"template": {"spec": pod}}})["volumeMounts"]}
+    assert mysqld_mounts >= set(mounts), "mysqld must read what the init container wrote"
+
+
+def test_pods_get_time_for_a_clean_mysqld_shutdown() -> None:
+    pod = resources.statefulset(live())["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] >= 60
 
 
 def test_statefulset_never_deletes_volumes() -> None:
@@ -92,12 +142,13 @@ def test_statefulset_never_deletes_volumes() -> None:
 
 
 def test_statefulset_follows_the_spec() -> None:
-    spec = resources.statefulset(live(replicas=3, version="8.4", storageSize="5Gi"))["spec"]
+    spec = resources.statefulset(live(replicas=3, version="8.4", storage={"size": "5Gi"}))["spec"]
     assert spec["replicas"] == 3 and spec["serviceName"] == "db-headless"
     assert container({"spec": spec})["image"] == "mysql:8.4"
     (claim,) = spec["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert "storageClassName" not in claim["spec"], "unset: the cluster's default class decides"
     assert "readinessProbe" in container({"spec": spec})
 
 
@@ -138,13 +189,14 @@ def test_backup_pods_stay_out_of_the_statefulset_selector() -> None:
 
 
 def test_cronjob_dumps_the_primary_into_the_backup_pvc_and_prunes() -> None:
-    spec = live(backup={"enabled": True, "schedule": "30 1 * * *", "retentionDays": 3})
+    spec = live(backup={"enabled": True, "schedule": {"cron": "30 1 * * *"}, "retentionDays": 3})
     cron = resources.backup_cronjob(spec)["spec"]
     assert cron["schedule"] == "30 1 * * *" and cron["concurrencyPolicy"] == "Forbid"
+    assert "timeZone" not in cron
     pod = cron["jobTemplate"]["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
-    assert env["MYSQL_HOST"] == "db-mysql-0.db-headless.ns.svc"
+    assert env["MYSQL_HOST"] == "db-primary.ns.svc"
     assert env["RETENTION_DAYS"] == "3"
     assert env["MYSQL_PWD"] == {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}}
     script = c["command"][-1]
@@ -155,6 +207,7 @@ def test_cronjob_dumps_the_primary_into_the_backup_pvc_and_prunes() -> None:
 def test_final_backup_archives_the_primary_volume_read_only() -> None:
     job = resources.final_backup_job(live(backup={"enabled": True}))
     assert job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["ttlSecondsAfterFinished"] >= 3600, "kept after success: deletion is idempotent"
     assert job["metadata"]["annotations"] == {resources.CLUSTER_UID_ANNOTATION: "uid-1"}
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
@@ -167,5 +220,18 @@ def test_final_backup_archives_the_primary_volume_read_only() -> None:
 
 
 def test_backup_pvc_is_sized_like_a_data_volume() -> None:
-    pvc = resources.backup_pvc(live(storageSize="3Gi", backup={"enabled": True}))
+    pvc = resources.backup_pvc(live(storage={"size": "3Gi"}, backup={"enabled": True}))
     assert pvc["spec"]["resources"]["requests"]["storage"] == "3Gi"
+
+
+def test_storage_class_applies_to_data_and_backup_volumes() -> None:
+    cluster = live(storage={"size": "3Gi", "storageClassName": "fast"}, backup={"enabled": True})
+    (claim,) = resources.statefulset(cluster)["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "fast"
+    assert resources.backup_pvc(cluster)["spec"]["storageClassName"] == "fast"
+
+
+def test_cronjob_runs_in_the_schedules_time_zone() -> None:
+    schedule = {"cron": "0 3 * * *", "timeZone": "Europe/Berlin"}
+    cron = resources.backup_cronjob(live(backup={"enabled": True, "schedule": schedule}))["spec"]
+    assert (cron["schedule"], cron["timeZone"]) == ("0 3 * * *", "Europe/Berlin")

@@ -21,7 +21,7 @@ T1 = datetime(2026, 1, 2, tzinfo=UTC)
 def cr(replicas: int = 3, generation: int = 2, status: dict[str, Any] | None = None) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "metadata": {"name": "db", "namespace": "ns", "generation": generation},
-        "spec": {"replicas": replicas, "storageSize": "1Gi"},
+        "spec": {"replicas": replicas, "storage": {"size": "1Gi"}},
     }
     if status is not None:
         obj["status"] = status
@@ -78,7 +78,7 @@ def test_terminating_while_deleting() -> None:
 
 def test_primary_endpoint_and_observed_generation() -> None:
     status = compute_status(cr(generation=7), None, now=T0)
-    assert status["primaryEndpoint"] == "db-mysql-0.db-headless.ns.svc:3306"
+    assert status["primaryEndpoint"] == "db-primary.ns.svc:3306"
     assert status["observedGeneration"] == 7
     assert {c["observedGeneration"] for c in status["conditions"]} == {7}
 

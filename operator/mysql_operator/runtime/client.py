@@ -19,6 +19,8 @@ import pykube
 import requests
 from pykube.exceptions import HTTPError
 
+from .fence import Fence
+
 CONFLICT = 409
 """Conflict (stale resourceVersion) and AlreadyExists both arrive as 409."""
 GONE = 410
@@ -122,15 +124,38 @@ def request_labels(method: str, url: str, base_path: str = "") -> tuple[str, str
     return verb, resource
 
 
-def instrument(client: pykube.HTTPClient, count: Callable[[str, str, str], Any]) -> pykube.HTTPClient:
-    """Count every request of `client` with `count(verb, resource, code)` and keep error details."""
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def instrument(
+    client: pykube.HTTPClient,
+    count: Callable[[str, str, str, str, str], Any],
+    *,
+    fence: Fence | None = None,
+) -> pykube.HTTPClient:
+    """Count every request of `client` with `count(method, host, verb, resource, code)` and keep
+    error details.
+
+    With a `fence`, every write is checked just before it is sent (see fence.py).
+    """
 
     base_path = urlsplit(str(client.url)).path
+    if fence is not None:
+        send = client.session.request
+
+        def fenced_request(method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:
+            if method.upper() not in _SAFE_METHODS:
+                fence.check()
+            return send(method, url, *args, **kwargs)
+
+        # pykube's get/post/patch/... all go through Session.request.
+        client.session.request = fenced_request  # type: ignore[method-assign]
 
     def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
         request = response.request
-        verb, resource = request_labels(request.method or "GET", request.url or "", base_path)
-        count(verb, resource, str(response.status_code))
+        method, url = (request.method or "GET").upper(), request.url or ""
+        verb, resource = request_labels(method, url, base_path)
+        count(method, urlsplit(url).netloc, verb, resource, str(response.status_code))
 
     client.session.hooks["response"].append(hook)
     client.raise_for_status = raise_for_status  # type: ignore[method-assign]

@@ -4,14 +4,18 @@
 
 Events of the primary kind enqueue the object's own key; events of owned kinds enqueue the key of
 the owner named by their controller ownerReference (controller=true) whose kind and API group match
-the primary kind. The Manager calls setup() / start() / stop() once per leadership term, each time
-with fresh informers and a fresh queue.
+the primary kind - of the new object *and* of the previous one, so a child whose reference was
+removed or changed still wakes the owner that lost it. `watches(kind, mapper)` maps other kinds
+(e.g. by label). Every `resync_period` (jittered by ±`resync_jitter`) each cached primary object is
+enqueued again, spread over a window, as controller-runtime's SyncPeriod does: drift that no
+event reports (a lost event, an object we cannot watch) is repaired eventually. The Manager calls
+setup() / start() / stop() once per leadership term, each time with fresh informers and a fresh queue.
 
-Outcome of one reconcile → what the queue does:
+Outcome of one reconcile → what the queue does (→ controller_runtime_reconcile_total's result):
     returned Result()                  forget (success)
-    returned Result(requeue_after=s)   forget, then add_after(s)
-    returned Result(requeue=True)      add_rate_limited
-    raised, HTTP 409                   add_rate_limited, logged at DEBUG (conflicts are routine)
+    returned Result(requeue_after=s)   forget, then add_after(s) (requeue_after)
+    returned Result(requeue=True)      add_rate_limited (requeue)
+    raised, HTTP 409                   add_rate_limited, logged at DEBUG: conflicts are routine (error)
     raised, Retry-After known (429)    add_rate_limited, waiting at least Retry-After
     raised, anything else              add_rate_limited, logged as an error
 """
@@ -19,6 +23,7 @@ Outcome of one reconcile → what the queue does:
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +32,7 @@ from typing import Any, Protocol
 import pykube
 from pykube.objects import NamespacedAPIObject
 
+from . import fence
 from .client import CONFLICT, retry_after, status_code
 from .clock import SYSTEM_CLOCK, Clock
 from .metrics import Metrics
@@ -38,10 +44,17 @@ log = logging.getLogger(__name__)
 Kind = type[pykube.objects.APIObject]
 
 
+Obj = dict[str, Any]
+Mapper = Callable[[Obj], list[Key]]
+"""Keys of primary objects to reconcile when an object of a watched kind changes."""
+
+
 class EventSource(Protocol):
     """What a controller needs of an informer (an Informer, or a fake in tests)."""
 
-    def add_handler(self, handler: Callable[[str, dict[str, Any]], None]) -> None: ...
+    def add_handler(self, handler: Callable[[str, Obj, Obj | None], None]) -> None: ...
+
+    def list(self) -> list[Obj]: ...
 
 
 def api_group(api_version: str) -> str:
@@ -71,6 +84,9 @@ class Controller:
         workers: int = 2,
         base_delay: float = 0.005,
         max_delay: float = 300.0,
+        resync_period: float | None = 10 * 3600.0,
+        resync_jitter: float = 0.1,
+        rng: random.Random | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"Controller {name!r}: workers must be at least 1, got {workers}")
@@ -80,14 +96,22 @@ class Controller:
         self.base_delay = base_delay
         """Seconds of the first backoff after a failed reconcile (doubles per failure of the key)."""
         self.max_delay = max_delay
+        self.resync_period = resync_period
+        """Seconds between full resyncs of the primary kind; None disables them (default 10 h)."""
+        self.resync_jitter = resync_jitter
+        """Each period is stretched or shrunk by up to this fraction, and each key is enqueued at a
+        random point of that fraction of the period, so replicas and keys do not resync in step."""
+        self._rng = rng or random.Random()
         self.kind: Kind | None = None
         self.owned: list[Kind] = []
+        self.mapped: dict[Kind, Mapper] = {}
         self.queue: WorkQueue | None = None
         """The current term's queue; None before the first setup()."""
         self._metrics = Metrics()
         self._on_crash: Callable[[BaseException], None] | None = None
         self._clock: Clock = SYSTEM_CLOCK
         self._threads: list[threading.Thread] = []
+        self._primary_source: EventSource | None = None
 
     # -- building -------------------------------------------------------------------------------
 
@@ -101,12 +125,17 @@ class Controller:
         self.owned.extend(k for k in kinds if k not in self.owned)
         return self
 
+    def watches(self, kind: Kind, mapper: Mapper) -> Controller:
+        """Enqueue `mapper(obj)` (for the new and the previous object) on every event of `kind`."""
+        self.mapped[kind] = mapper
+        return self
+
     @property
     def kinds(self) -> list[Kind]:
         """Every kind this controller needs an informer for: the primary one first."""
         if self.kind is None:
             raise ValueError(f"Controller {self.name!r} has no primary kind: call for_() first")
-        return [self.kind, *self.owned]
+        return [self.kind, *self.owned, *(k for k in self.mapped if k not in self.owned)]
 
     # -- running (called by the Manager) --------------------------------------------------------
 
@@ -123,22 +152,71 @@ class Controller:
         self._metrics = metrics or self._metrics
         self._on_crash = on_crash
         self._clock = clock or SYSTEM_CLOCK
-        queue = WorkQueue(self.name, base_delay=self.base_delay, max_delay=self.max_delay, clock=clock)
+        queue = WorkQueue(
+            self.name,
+            base_delay=self.base_delay,
+            max_delay=self.max_delay,
+            clock=clock,
+            hooks=self._metrics.queue_hooks(self.name),
+        )
         self.queue = queue
-        self._metrics.workqueue_depth.labels(name=self.name).set_function(lambda: len(queue))
-        informers[primary].add_handler(lambda _type, obj: queue.add(make_key(_namespace(obj), _name(obj))))
+        self._metrics.workqueue_depth.labels(name=self.name, controller=self.name).set_function(
+            lambda: len(queue)
+        )
+        self._metrics.max_concurrent_reconciles.labels(controller=self.name).set(self.workers)
+        informers[primary].add_handler(lambda _t, obj, _old: queue.add(make_key(_namespace(obj), _name(obj))))
         for kind in self.owned:
-            informers[kind].add_handler(lambda _type, obj: self._enqueue_owner(queue, obj))
+            informers[kind].add_handler(lambda _t, obj, old: self._enqueue(queue, self._owners, obj, old))
+        for kind, mapper in self.mapped.items():
+            informers[kind].add_handler(lambda _t, obj, old, m=mapper: self._enqueue(queue, m, obj, old))
+        self._primary_source = informers[primary]
         return queue
 
-    def start(self) -> None:
-        """Start the workers; the Manager calls this once the informers have synced."""
+    def start(self, term: int | None = None) -> None:
+        """Start the workers; the Manager calls this once the informers have synced.
+
+        Each worker is bound to this term's queue (and, for the write fence, to `term`): a worker
+        of an earlier term that outlived its stop() finishes its reconcile, finds *its* queue shut
+        down and exits; it never takes a key from a later term's queue.
+        """
+        queue = self.queue
+        if queue is None:
+            raise RuntimeError(f"Controller {self.name!r} is not set up")
         self._threads = [
-            threading.Thread(target=self._worker, name=f"{self.name}-worker-{i}", daemon=True)
+            threading.Thread(
+                target=self._worker, args=(queue, term), name=f"{self.name}-worker-{i}", daemon=True
+            )
             for i in range(self.workers)
         ]
+        if self.resync_period:
+            self._threads.append(
+                threading.Thread(
+                    target=self._resync_loop, args=(queue,), name=f"{self.name}-resync", daemon=True
+                )
+            )
         for thread in self._threads:
             thread.start()
+
+    def resync(self, queue: WorkQueue | None = None) -> int:
+        """Enqueue every cached primary object, each after a random delay within the jitter window;
+        returns how many. The resync thread calls it once per (jittered) period; tests call it."""
+        queue = queue or self.queue
+        if queue is None or self._primary_source is None:
+            return 0
+        window = (self.resync_period or 0.0) * self.resync_jitter
+        objects = self._primary_source.list()
+        for obj in objects:
+            queue.add_after(make_key(_namespace(obj), _name(obj)), self._rng.uniform(0.0, window))
+        return len(objects)
+
+    def next_resync_in(self) -> float:
+        """Seconds until the next resync: the period, stretched or shrunk by up to the jitter."""
+        period = self.resync_period or 0.0
+        return period * self._rng.uniform(1.0 - self.resync_jitter, 1.0 + self.resync_jitter)
+
+    def _resync_loop(self, queue: WorkQueue) -> None:
+        while not queue.wait_shutdown(self.next_resync_in()):
+            self.resync(queue)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Shut the queue down and wait for in-flight reconciles (they are not interrupted)."""
@@ -153,14 +231,23 @@ class Controller:
             log.warning("controller %s: workers still reconciling after %.1fs: %s", self.name, timeout, alive)
         self._threads = []
 
-    def _enqueue_owner(self, queue: WorkQueue, obj: dict[str, Any]) -> None:
+    def _owners(self, obj: Obj) -> list[Key]:
         assert self.kind is not None
-        for key in owner_keys(obj, self.kind):
+        return owner_keys(obj, self.kind)
+
+    @staticmethod
+    def _enqueue(queue: WorkQueue, mapper: Mapper, obj: Obj, old: Obj | None) -> None:
+        keys = set(mapper(obj))
+        if old is not None:
+            keys.update(mapper(old))
+        for key in sorted(keys):
             queue.add(key)
 
-    def _worker(self) -> None:
+    def _worker(self, queue: WorkQueue, term: int | None) -> None:
+        if term is not None:
+            fence.enter(term)
         try:
-            while self.process_next():
+            while self._process(queue):
                 pass
         except BaseException as exc:
             if self._on_crash is None:
@@ -168,10 +255,13 @@ class Controller:
             self._on_crash(exc)
 
     def process_next(self, timeout: float | None = None) -> bool:
-        """Reconcile one key; False once the queue shuts down. Workers loop on it; tests call it."""
+        """Reconcile one key of the current queue; False once it shuts down. For tests."""
         queue = self.queue
         if queue is None:
             raise RuntimeError(f"Controller {self.name!r} is not set up")
+        return self._process(queue, timeout)
+
+    def _process(self, queue: WorkQueue, timeout: float | None = None) -> bool:
         key = queue.get(timeout)
         if key is None:
             return not queue.shutting_down
@@ -184,6 +274,8 @@ class Controller:
     def _reconcile(self, queue: WorkQueue, key: Key) -> None:
         started = self._clock.monotonic()
         detail = ""
+        active = self._metrics.active_workers.labels(controller=self.name)
+        active.inc()
         try:
             result = self.reconciler.reconcile(key)
         except Exception as exc:
@@ -191,6 +283,8 @@ class Controller:
             self._metrics.reconcile_errors_total.labels(controller=self.name).inc()
         else:
             outcome = self._succeeded(queue, key, result)
+        finally:
+            active.dec()
         duration = self._clock.monotonic() - started
         self._metrics.reconcile_total.labels(controller=self.name, result=outcome).inc()
         self._metrics.reconcile_duration_seconds.labels(controller=self.name).observe(duration)
@@ -213,7 +307,8 @@ class Controller:
         delay = queue.add_rate_limited(key, not_before=retry_after(exc) or 0.0)
         if code == CONFLICT:
             # Routine under concurrent writers: the debug line of the reconcile says it, nothing louder.
-            return "conflict", f" ({exc}); requeued in {delay:.3f}s"
+            # Counted as "error", as controller-runtime does (its result label has no "conflict").
+            return "error", f" (conflict: {exc}); requeued in {delay:.3f}s"
         if code is not None:
             log.warning("%s: %s: HTTP %s: %s; requeued in %.3fs", self.name, key, code, exc, delay)
         else:

@@ -30,13 +30,26 @@ import urllib3.exceptions
 from pykube.exceptions import HTTPError
 from pykube.objects import NamespacedAPIObject
 
-from .client import GONE, raise_for_status
+from .client import GONE, raise_for_status, status_code
 from .types import Key, make_key
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[str, dict[str, Any]], None]
-"""Called with ("ADDED" | "MODIFIED" | "DELETED", object) on the informer's thread; keep it quick."""
+Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
+"""Called with ("ADDED" | "MODIFIED" | "DELETED", object, the previous object or None) on the
+informer's thread; keep it quick. The previous object is what lets a handler see a change *away*
+from something (an ownerReference removed), which the new object alone cannot show."""
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+
+def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The default transform: managedFields are often the larger part of an object, and unread."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
+
 
 # Failures after which we reconnect (with backoff) instead of crashing the manager.
 _RETRYABLE = (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError, HTTPError)
@@ -71,6 +84,8 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        transform: Transform | None = drop_managed_fields,
+        metadata_only: bool = False,
         watch_timeout: float = 45.0,
         connect_timeout: float = 5.0,
         page_size: int = 500,
@@ -82,6 +97,12 @@ class Informer:
         self.namespace = namespace if issubclass(kind, NamespacedAPIObject) else None
         """Namespace to list and watch; None = all namespaces (always None for cluster-scoped kinds)."""
         self.label_selector = label_selector
+        """Only objects matching it are listed, watched and cached (e.g. only our children)."""
+        self.transform = transform
+        """Applied to every object before it is cached and delivered."""
+        self.metadata_only = metadata_only
+        """Cache PartialObjectMetadata only (no spec, no data): for kinds we never diff, and Secrets,
+        whose contents this process has no business holding."""
         self.watch_timeout = watch_timeout
         """Server-side timeoutSeconds of one watch; the client read timeout is this + 10 s."""
         self.connect_timeout = connect_timeout
@@ -101,6 +122,7 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._watch_was_healthy = False  # the current/last watch delivered something before it ended
+        self._denied_since: float | None = None  # monotonic time of the first 401/403 in a row
         self.relists = 0
         """Lists done so far (1 after the initial sync); a count tests and debugging can read."""
 
@@ -145,6 +167,16 @@ class Informer:
         with self._lock:
             return list(self._store.values())
 
+    def denied_for(self) -> float:
+        """Seconds list/watch have been answered 401/403 without a success since; 0 when not.
+
+        A rotated token we failed to pick up, or a revoked role: retrying never fixes it, so the
+        manager's /healthz reports it (and the kubelet restarts the pod, which reads everything anew).
+        """
+        with self._lock:
+            since = self._denied_since
+        return 0.0 if since is None else time.monotonic() - since
+
     @property
     def resource_version(self) -> str | None:
         with self._lock:
@@ -174,7 +206,9 @@ class Informer:
                 if need_list:
                     self._relist()
                     need_list = False
+                    self._allowed()
                 if self._watch_once():
+                    self._allowed()
                     failures = 0
                     continue
                 log.debug("watch of %s ended early; reconnecting", self.kind.kind)
@@ -188,6 +222,9 @@ class Informer:
             except _RETRYABLE as exc:
                 if self._stop.is_set():
                     return
+                if status_code(exc) in (401, 403):
+                    with self._lock:
+                        self._denied_since = self._denied_since or time.monotonic()
                 if self._watch_was_healthy:
                     # A drop after a good stretch is a first failure, not one more in a row: else
                     # drops more often than the watch timeout add up to backoff_max of blindness.
@@ -199,6 +236,10 @@ class Informer:
             delay = min(self.backoff_base * 2 ** min(failures, 32), self.backoff_max)
             failures += 1
             self._stop.wait(delay)
+
+    def _allowed(self) -> None:
+        with self._lock:
+            self._denied_since = None
 
     def _relist(self) -> None:
         items: list[dict[str, Any]] = []
@@ -218,7 +259,7 @@ class Informer:
                 # List items come without apiVersion/kind; watch events carry them: make both alike.
                 item.setdefault("apiVersion", self.kind.version)
                 item.setdefault("kind", self.kind.kind)
-                items.append(item)
+                items.append(self.transform(item) if self.transform else item)
             rv = meta.get("resourceVersion")
             if not meta.get("continue"):
                 break
@@ -230,17 +271,17 @@ class Informer:
         with self._lock:
             old, self._store, self._rv = self._store, new, rv
             self.relists += 1
-        events: list[tuple[str, dict[str, Any]]] = []
+        events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
         for key, obj in new.items():
             previous = old.get(key)
             if previous is None:
-                events.append(("ADDED", obj))
+                events.append(("ADDED", obj, None))
             elif resource_version(previous) != resource_version(obj):
-                events.append(("MODIFIED", obj))
+                events.append(("MODIFIED", obj, previous))
         # Deleted while we were not watching: the last state we saw stands in for the final one.
-        events.extend(("DELETED", obj) for key, obj in old.items() if key not in new)
-        for event_type, obj in events:
-            self._deliver(event_type, obj)
+        events.extend(("DELETED", obj, obj) for key, obj in old.items() if key not in new)
+        for event_type, obj, previous in events:
+            self._deliver(event_type, obj, previous)
         self._synced.set()
 
     def _watch_once(self) -> bool:
@@ -288,19 +329,22 @@ class Informer:
         if event_type not in ("ADDED", "MODIFIED", "DELETED"):
             log.debug("ignoring watch event of type %s for %s", event_type, self.kind.kind)
             return
+        if self.transform is not None:
+            obj = self.transform(obj)
         key = object_key(obj)
         with self._lock:
             if event_type == "DELETED":
-                self._store.pop(key, None)
+                previous = self._store.pop(key, None)
             else:
+                previous = self._store.get(key)
                 self._store[key] = obj
             self._rv = resource_version(obj) or self._rv
-        self._deliver(event_type, obj)
+        self._deliver(event_type, obj, previous)
 
-    def _deliver(self, event_type: str, obj: dict[str, Any]) -> None:
+    def _deliver(self, event_type: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
         for handler in self.handlers:
             try:
-                handler(event_type, obj)
+                handler(event_type, obj, previous)
             except Exception as exc:
                 # Wrapped so _run cannot mistake, say, a handler's ValueError for a broken stream and
                 # resume past an event the handlers never saw.
@@ -324,6 +368,8 @@ class Informer:
             if self._api is None:
                 self._api = self._api_factory()
             api = self._api
+        if self.metadata_only:
+            kwargs["headers"] = {"Accept": METADATA_WATCH if params.get("watch") else METADATA_LIST}
         # stream=True even for lists: stop() can then abort a body still being read.
         response = api.get(**kwargs, params=params, stream=True, timeout=(self.connect_timeout, read_timeout))
         with self._lock:

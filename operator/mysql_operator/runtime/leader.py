@@ -1,12 +1,18 @@
 """Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it.
 
 Rules (one `try_acquire_or_renew()` step; the Manager calls it every retry_period):
-* the lease is free when it is absent, has no holder, or expired: renewTime + leaseDurationSeconds
-  lies in the past (wall clock: candidates on one machine, or with synced clocks);
+* the lease is free when it is absent, has no holder, or expired. Expiry is judged on *our* clock
+  only, as client-go does: a record (holder, renewTime, ...) counts as renewed at the local
+  monotonic time we first saw it change, and expires leaseDurationSeconds after that. The holder's
+  renewTime is another machine's wall clock; comparing it with ours lets clock skew make two leaders.
+  A candidate that has just started has seen no change yet, so it waits one full lease duration;
 * every write carries the resourceVersion we read, so of two candidates racing for a free lease one
   gets 409 and stays a follower;
-* a leader that has not renewed for `renew_deadline` seconds gives up leadership *before* its lease
-  can expire (renew_deadline < lease_duration), so two reconcilers never overlap;
+* the leader's term is valid until `renew_deadline` after the moment it *sent* its last successful
+  renewal (not when the reply came back: the server may have stored it at any point in between, and
+  a standby's clock starts no earlier than that). renew_deadline < lease_duration, so the leader
+  stops before any standby may start, however slow the requests (`holds_lease()` is what fences
+  writes; see manager.py);
 * `release()` clears holderIdentity, so a standby takes over at its next step instead of waiting
   out the lease.
 """
@@ -131,7 +137,10 @@ class LeaderElector:
         self.on_change = on_change
         """Called with the new value whenever is_leader flips, on the thread that flipped it."""
         self._is_leader = False
-        self._last_renew: float | None = None  # monotonic time of our last successful write while leading
+        # Monotonic time at which our last successful write was *sent*, while leading.
+        self._last_renew: float | None = None
+        self._observed: tuple[Any, ...] | None = None  # the last lease record (spec) we read
+        self._observed_at = 0.0  # our monotonic time when that record was first seen
 
     @property
     def is_leader(self) -> bool:
@@ -143,6 +152,12 @@ class LeaderElector:
         if changed and self.on_change is not None:
             self.on_change(value)
 
+    def holds_lease(self) -> bool:
+        """Leader, and within renew_deadline of the last renewal sent: safe to write right now."""
+        if not self._is_leader or self._last_renew is None:
+            return False
+        return self._clock.monotonic() - self._last_renew < self.renew_deadline
+
     def try_acquire_or_renew(self) -> bool:
         """One election step; returns whether we lead afterwards. Never raises for API failures."""
         self._check_deadline()
@@ -151,26 +166,44 @@ class LeaderElector:
         except Exception as exc:
             lost_race = isinstance(exc, LeaseConflict)
             log.log(logging.DEBUG if lost_race else logging.WARNING, "lease %s: %s", self.name, exc)
-            self._failed()
+        # Again after the step: a renewal that succeeded too slowly has already run out.
+        self._check_deadline()
         return self.is_leader
 
     def _step(self) -> None:
+        sent = self._clock.monotonic()  # before any request: the term is measured from here
         now = self._clock.time()
         lease = self.store.get()
         if lease is None:
             fresh = {"metadata": {"name": self.name, "namespace": self.namespace}}
             self.store.create(self._lease(fresh, now))
-            self._won()
+            self._won(sent)
             return
         spec = lease.get("spec") or {}
+        self._observe(spec)
         holder = spec.get("holderIdentity")
-        if holder and holder != self.identity and not self._expired(spec, now):
+        if holder and holder != self.identity and not self._expired(spec):
             if self.is_leader:
                 log.warning("lease %s: taken over by %s", self.name, holder)
             self.is_leader = False
             return
         self.store.update(self._lease(lease, now))
-        self._won()
+        self._won(sent)
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        record = tuple(
+            spec.get(k)
+            for k in (
+                "holderIdentity",
+                "renewTime",
+                "acquireTime",
+                "leaseTransitions",
+                "leaseDurationSeconds",
+            )
+        )
+        if record != self._observed:
+            # Read after the GET returned: the latest local time that can stand for "renewed".
+            self._observed, self._observed_at = record, self._clock.monotonic()
 
     def _lease(self, lease: dict[str, Any], now: float) -> dict[str, Any]:
         spec = dict(lease.get("spec") or {})
@@ -188,19 +221,17 @@ class LeaderElector:
         # metadata (with resourceVersion) travels unchanged: that is what makes the write conditional.
         return {"apiVersion": Lease.version, "kind": Lease.kind, "metadata": lease["metadata"], "spec": spec}
 
-    def _expired(self, spec: dict[str, Any], now: float) -> bool:
-        renewed = parse_micro_time(spec.get("renewTime"))
+    def _expired(self, spec: dict[str, Any]) -> bool:
         duration = spec.get("leaseDurationSeconds")
-        return renewed is None or duration is None or renewed + float(duration) < now
+        if duration is None:
+            return True
+        return self._observed_at + float(duration) <= self._clock.monotonic()
 
-    def _won(self) -> None:
+    def _won(self, sent: float) -> None:
         if not self.is_leader:
             log.info("lease %s/%s: %s is now the leader", self.namespace, self.name, self.identity)
+        self._last_renew = sent
         self.is_leader = True
-        self._last_renew = self._clock.monotonic()
-
-    def _failed(self) -> None:
-        self._check_deadline()
 
     def _check_deadline(self) -> None:
         if not self.is_leader or self._last_renew is None:

@@ -10,14 +10,20 @@ Lifecycle, safe to drive from any thread (the test harness runs several managers
 
 A *term* is one stretch of running controllers: fresh informers (list + watch), fresh queues,
 workers. Without leader election there is one term from start() to stop(). With it, a term runs
-only while the lease is held; losing the lease ends the term at once (workers finish the reconcile
-in hand, nothing new starts) and the manager goes back to standing by, ready for another term.
+only while the lease is held. Losing the lease either exits the process at once
+(`exit_on_lost_lease`, what `python -m mysql_operator run` does, as controller-runtime does: no
+graceful shutdown, the Deployment restarts the pod) or, in-process (tests, several managers per
+process), ends the term: its writes are fenced at that instant (`fence.py`), workers finish the
+reconcile in hand without being able to write, and the manager stands by for another term.
+stop() lets in-flight reconciles finish for up to its timeout, then fences whatever is left, and
+only then releases the lease.
 No signal handlers here: signal.signal works only in the main thread; `__main__` owns them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from .client import instrument
 from .controller import Controller, Kind
+from .fence import Fence
 from .informer import Informer
 from .leader import LeaderElector, PykubeLeaseStore, default_identity
 from .metrics import Metrics, ProbeServer
@@ -36,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
-"""The verbs of api_requests_total that change something on the server."""
+"""The verbs (rest_client_requests_total's `verb` label) that change something on the server."""
 
 
 class ManagerError(Exception):
@@ -65,10 +72,15 @@ class ManagerOptions:
     """Seconds the leader keeps trying to renew before it stops reconciling; < lease_duration."""
     retry_period: float = 2.0
     """Seconds between election steps (renewals, or a standby's tries); < renew_deadline."""
+    exit_on_lost_lease: bool = False
+    """Exit the process (status 1) the moment the lease is lost, as controller-runtime does. Off for
+    in-process use, where the lost term's writes are fenced instead."""
     start_timeout: float = 60.0
     """Seconds start() waits for the informers' first list before it fails."""
     watch_timeout: float = 45.0
     """Server-side timeoutSeconds of each watch request; the client read timeout is 10 s above it."""
+    denied_grace: float = 60.0
+    """Seconds of 401/403 on an informer's list/watch, without a success, after which /healthz fails."""
 
     def __post_init__(self) -> None:
         for field in ("metrics_port", "health_port"):
@@ -84,9 +96,15 @@ class ManagerOptions:
 
 class Manager:
     def __init__(
-        self, api_factory: Callable[[], pykube.HTTPClient], options: ManagerOptions | None = None
+        self,
+        api_factory: Callable[[], pykube.HTTPClient],
+        options: ManagerOptions | None = None,
+        *,
+        exit_process: Callable[[int], None] = os._exit,
     ) -> None:
         self.options = options or ManagerOptions()
+        self._exit_process = exit_process
+        """os._exit: no cleanup that could still write, no waiting for threads."""
         self.registry = CollectorRegistry()
         """This manager's own registry: the global one raises on duplicates with several managers."""
         self.metrics = Metrics(self.registry)
@@ -97,6 +115,7 @@ class Manager:
         self.identity = self.options.identity or default_identity()
         self._api_factory = api_factory
         self._controllers: list[Controller] = []
+        self._informer_options: dict[Kind, dict[str, object]] = {}  # kind -> extra Informer kwargs
         self._lock = threading.Lock()  # guards _state, _informers, _running, errors
         self._state = "new"  # new → starting → running → stopped (stop() may come at any point)
         self._informers: dict[Kind, Informer] = {}  # the current term's; empty between terms
@@ -110,6 +129,8 @@ class Manager:
         self._stop_lock = threading.Lock()  # serialises stop() from a crash and from the owner
         self._stop_deadline = 0.0
         self._elector: LeaderElector | None = None
+        self.fence = Fence(self._holds_lease)
+        """Refuses writes of threads whose term has ended (see fence.py)."""
         self._servers: list[ProbeServer] = []
         self._supervisor: threading.Thread | None = None
         self._election: threading.Thread | None = None
@@ -117,8 +138,12 @@ class Manager:
     # -- public ---------------------------------------------------------------------------------
 
     def new_client(self) -> pykube.HTTPClient:
-        """A fresh client whose requests are counted in api_requests_total{verb,resource,code}."""
-        return instrument(self._api_factory(), self.metrics.count_request)
+        """A fresh client whose requests are counted (rest_client_requests_total) and whose writes
+        from controller workers pass the term fence."""
+        return instrument(self._api_factory(), self.metrics.count_request, fence=self.fence)
+
+    def _holds_lease(self) -> bool:
+        return self._elector is None or self._elector.holds_lease()
 
     def add(self, controller: Controller) -> None:
         with self._lock:
@@ -126,6 +151,19 @@ class Manager:
                 raise ManagerError(f"add({controller.name!r}): controllers must be added before start()")
             controller.kinds  # noqa: B018 - fails now, with the controller's name, if for_() is missing
             self._controllers.append(controller)
+
+    def configure_informer(
+        self, kind: Kind, *, label_selector: str | None = None, metadata_only: bool = False
+    ) -> None:
+        """Watch `kind` only where `label_selector` matches, and/or as PartialObjectMetadata.
+
+        Without a namespace the operator would otherwise cache every object of the kind in the
+        cluster; the reconciler reads only its own children, and finds anything else by a GET.
+        """
+        with self._lock:
+            if self._state != "new":
+                raise ManagerError(f"configure_informer({kind.kind}): before start()")
+            self._informer_options[kind] = {"label_selector": label_selector, "metadata_only": metadata_only}
 
     @property
     def controllers(self) -> list[Controller]:
@@ -152,7 +190,7 @@ class Manager:
         resource: str | None = None,
         code: str | None = None,
     ) -> float:
-        """Sum of api_requests_total over the samples matching every label given.
+        """Sum of rest_client_requests_total over the samples matching every label given.
 
         `verb` may be several: `api_requests(verb=WRITE_VERBS)` counts every write.
         """
@@ -220,7 +258,13 @@ class Manager:
         return self._stopped.wait(timeout)
 
     def healthy(self) -> bool:
-        return not self.errors and not self._stopping.is_set()
+        return not self.errors and not self._stopping.is_set() and not self.denied()
+
+    def denied(self) -> list[str]:
+        """Kinds whose list/watch has been refused (401/403) for longer than `denied_grace`."""
+        with self._lock:
+            informers = dict(self._informers)
+        return [k.kind for k, i in informers.items() if i.denied_for() > self.options.denied_grace]
 
     def ready(self) -> bool:
         """Started and either reconciling or standing by for the lease."""
@@ -297,7 +341,14 @@ class Manager:
 
     def _leadership_changed(self, leading: bool) -> None:
         self.metrics.leader.labels(name=self.options.leader_election_id).set(1 if leading else 0)
+        if not leading:
+            # Before anything else: from this instant no write of the lost term leaves the process.
+            self.fence.close()
         if not leading and not self._stopping.is_set():  # a release on stop is no news
+            if self.options.exit_on_lost_lease:
+                log.error("manager %s: leader election lost; exiting", self.identity)
+                self._exit_process(1)
+                return
             log.warning("manager %s: not the leader any more; stopping controllers", self.identity)
         self._wake.set()
 
@@ -332,6 +383,7 @@ class Manager:
                         namespace=self.options.namespace,
                         watch_timeout=self.options.watch_timeout,
                         on_crash=self._crash,
+                        **self._informer_options.get(kind, {}),  # type: ignore[arg-type]
                     )
         with self._lock:
             self._informers = informers
@@ -346,8 +398,9 @@ class Manager:
             if not self._wanted():
                 return
             self._stopping.wait(0.05)
+        term = self.fence.open()
         for controller in self._controllers:
-            controller.start()
+            controller.start(term)
         self._running = True
         self._started.set()
         log.info(
@@ -370,6 +423,9 @@ class Manager:
             informer.stop(timeout=max(timeout, 0.1))
         for controller in self._controllers:
             controller.stop(timeout=self._remaining() if self._stopping.is_set() else 10.0)
+        # Workers still reconciling after the timeout keep running, but can no longer write: only
+        # now may the lease be released (stop()) or another term begin.
+        self.fence.close()
 
     def _remaining(self) -> float:
         return max(self._stop_deadline - time.monotonic(), 0.0)

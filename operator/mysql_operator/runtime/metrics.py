@@ -17,44 +17,122 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
+
+from .workqueue import QueueHooks
 
 log = logging.getLogger(__name__)
 
 
+# Stock dashboards and alerts for controller-runtime read exactly these names; prometheus-client
+# would add a `<name>_created` series per counter and histogram, which controller-runtime's Go client
+# never exposes (and which doubles the series count). The switch is process-wide in prometheus-client.
+disable_created_metrics()
+
+# controller-runtime's reconcile_time_seconds buckets (its ExponentialBuckets(0.001, 2, 10) plus
+# the long tail it added for slow reconcilers).
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7,
+                     0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15,
+                     20, 25, 30, 40, 50, 60)  # fmt: skip
+# client-go workqueue: ExponentialBuckets(10e-9, 10, 10).
+QUEUE_BUCKETS = tuple(1e-8 * 10**i for i in range(10))
+
+
 class Metrics:
+    """The metric families of controller-runtime (and client-go, which it re-exports), same names,
+    same labels. Additions are labelled as such."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.reconcile_total = Counter(
-            "reconcile",
-            "Reconciles by outcome: success, requeue, requeue_after, conflict, error.",
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller (success, error, requeue, requeue_after).",
             ["controller", "result"],
             registry=r,
         )
         self.reconcile_errors_total = Counter(
-            "reconcile_errors", "Reconciles that raised (conflicts included).", ["controller"], registry=r
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller (conflicts included).",
+            ["controller"],
+            registry=r,
         )
         self.reconcile_duration_seconds = Histogram(
-            "reconcile_duration_seconds", "Time spent in one reconcile.", ["controller"], registry=r
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller.",
+            ["controller"],
+            buckets=RECONCILE_BUCKETS,
+            registry=r,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller.",
+            ["controller"],
+            registry=r,
+        )
+        self.max_concurrent_reconciles = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller.",
+            ["controller"],
+            registry=r,
         )
         self.workqueue_depth = Gauge(
-            "workqueue_depth", "Keys ready and waiting for a worker.", ["name"], registry=r
+            "workqueue_depth", "Current depth of workqueue.", ["name", "controller"], registry=r
+        )
+        self.workqueue_adds_total = Counter(
+            "workqueue_adds", "Total number of adds handled by workqueue.", ["name", "controller"], registry=r
+        )
+        self.workqueue_retries_total = Counter(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue.",
+            ["name", "controller"],
+            registry=r,
+        )
+        self.workqueue_queue_duration_seconds = Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested.",
+            ["name", "controller"],
+            buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
+        self.workqueue_work_duration_seconds = Histogram(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            ["name", "controller"],
+            buckets=QUEUE_BUCKETS,
+            registry=r,
         )
         self.api_requests_total = Counter(
-            "api_requests",
-            "Requests to the Kubernetes API by verb (get/list/watch/create/update/patch/delete), "
-            "resource (with subresource) and HTTP status code.",
-            ["verb", "resource", "code"],
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host (client-go's labels); "
+            "verb and resource (with subresource, as audit logs name them) are this runtime's additions.",
+            ["code", "method", "host", "verb", "resource"],
             registry=r,
         )
         self.leader = Gauge(
-            "leader_election_master_status", "1 while this manager holds the lease.", ["name"], registry=r
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+            "1 indicates master. 'name' is the string used to identify the lease.",
+            ["name"],
+            registry=r,
         )
 
-    def count_request(self, verb: str, resource: str, code: str) -> None:
-        self.api_requests_total.labels(verb=verb, resource=resource, code=code).inc()
+    def count_request(self, method: str, host: str, verb: str, resource: str, code: str) -> None:
+        self.api_requests_total.labels(
+            code=code, method=method, host=host, verb=verb, resource=resource
+        ).inc()
+
+    def queue_hooks(self, name: str) -> QueueHooks:
+        """Callbacks a WorkQueue named `name` reports to."""
+        labels = {"name": name, "controller": name}
+        return QueueHooks(
+            added=self.workqueue_adds_total.labels(**labels).inc,
+            retried=self.workqueue_retries_total.labels(**labels).inc,
+            waited=self.workqueue_queue_duration_seconds.labels(**labels).observe,
+            worked=self.workqueue_work_duration_seconds.labels(**labels).observe,
+        )
 
 
 class ProbeServer:

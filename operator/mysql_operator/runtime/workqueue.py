@@ -21,9 +21,27 @@ import heapq
 import itertools
 import threading
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .clock import SYSTEM_CLOCK, Clock
 from .types import Key
+
+
+def _ignore(_: float = 0.0) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class QueueHooks:
+    """What a queue reports (client-go's workqueue metrics provider); all no-ops by default."""
+
+    added: Callable[[], None] = _ignore
+    retried: Callable[[], None] = _ignore
+    waited: Callable[[float], None] = _ignore
+    """Seconds a key spent queued before a worker took it."""
+    worked: Callable[[float], None] = _ignore
+    """Seconds from get() to done()."""
 
 
 class WorkQueue:
@@ -34,8 +52,10 @@ class WorkQueue:
         base_delay: float = 0.005,
         max_delay: float = 300.0,
         clock: Clock | None = None,
+        hooks: QueueHooks | None = None,
     ) -> None:
         self.name = name
+        self._hooks = hooks or QueueHooks()
         self.base_delay = base_delay
         """Seconds of the first rate-limited requeue of a key; doubled on each further failure."""
         self.max_delay = max_delay
@@ -49,7 +69,10 @@ class WorkQueue:
         self._ready_at: dict[Key, float] = {}  # key -> earliest ready_at; a heap row is live iff it matches
         self._seq = itertools.count()  # tie-breaker so the heap never compares keys of equal times
         self._failures: dict[Key, int] = {}  # key -> rate-limited requeues since the last forget()
+        self._queued_at: dict[Key, float] = {}  # key -> when it entered _queue (metrics only)
+        self._started_at: dict[Key, float] = {}  # key -> when get() handed it out (metrics only)
         self._shutting_down = False
+        self._shut_down = threading.Event()  # set with _shutting_down; for waiters outside _cond
 
     # -- queueing -------------------------------------------------------------------------------
 
@@ -61,9 +84,14 @@ class WorkQueue:
         if self._shutting_down or key in self._dirty:
             return
         self._dirty.add(key)
+        self._hooks.added()
         if key in self._processing:
             return  # done() queues it again, so it never runs on two workers at once
+        self._enqueue_locked(key)
+
+    def _enqueue_locked(self, key: Key) -> None:
         self._queue.append(key)
+        self._queued_at[key] = self._clock.monotonic()
         self._cond.notify()
 
     def add_after(self, key: Key, delay: float) -> None:
@@ -86,6 +114,7 @@ class WorkQueue:
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
+        self._hooks.retried()
         delay = max(self.backoff_for(failures), not_before)
         self.add_after(key, delay)
         return delay
@@ -116,6 +145,9 @@ class WorkQueue:
                     key = self._queue.popleft()
                     self._processing.add(key)
                     self._dirty.discard(key)
+                    now = self._clock.monotonic()
+                    self._hooks.waited(now - self._queued_at.pop(key, now))
+                    self._started_at[key] = now
                     return key
                 now = self._clock.monotonic()
                 if deadline is not None and now >= deadline:
@@ -141,9 +173,11 @@ class WorkQueue:
     def done(self, key: Key) -> None:
         with self._cond:
             self._processing.discard(key)
+            started = self._started_at.pop(key, None)
+            if started is not None:
+                self._hooks.worked(self._clock.monotonic() - started)
             if key in self._dirty and not self._shutting_down:
-                self._queue.append(key)
-                self._cond.notify()
+                self._enqueue_locked(key)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -151,6 +185,15 @@ class WorkQueue:
         with self._cond:
             self._shutting_down = True
             self._cond.notify_all()
+        self._shut_down.set()
+
+    def wait_shutdown(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds (real time) for shutdown; True once shut down.
+
+        A separate Event, not _cond: add() notifies one waiter of _cond, and a waiter here would
+        swallow the wake-up a getter needs.
+        """
+        return self._shut_down.wait(timeout)
 
     @property
     def shutting_down(self) -> bool:

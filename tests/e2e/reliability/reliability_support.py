@@ -21,12 +21,15 @@ from typing import Any, Protocol
 from envtest import eventually
 from envtest.faults import WRITE_VERBS
 
-GROUP_VERSION = "db.example.com/v1alpha1"
+GROUP_VERSION = "db.example.com/v1beta1"
 CHILDREN = {
-    "statefulsets": ("apis/apps/v1", "{}-mysql"),
-    "services": ("api/v1", "{}-headless"),
-    "secrets": ("api/v1", "{}-credentials"),
+    "statefulsets": ("apis/apps/v1", ("{}-mysql",)),
+    "services": ("api/v1", ("{}-headless", "{}-primary")),
 }
+"""Children each cluster controls: exactly these, each with the cluster as its one controller."""
+RETAINED_SECRET = "{}-credentials"
+"""The credentials Secret outlives its cluster like the data does: our labels and the retained
+annotation instead of an ownerReference."""
 CONVERGE_TIMEOUT = 90.0
 """Seconds a cluster may take to be Running again after a fault (a clean one takes a few)."""
 
@@ -71,7 +74,7 @@ class Scenario:
             "apiVersion": GROUP_VERSION,
             "kind": "MySQLCluster",
             "metadata": {"name": name},
-            "spec": {"replicas": replicas, "storageSize": "1Gi"},
+            "spec": {"replicas": replicas, "storage": {"size": "1Gi"}},
         }
         self.names.append(name)
         return self.api.create(self.path(), body)
@@ -109,17 +112,28 @@ class Scenario:
         return self.began_ago()
 
     def assert_children(self) -> None:
-        """Exactly one StatefulSet, Service and Secret per cluster, each controlled by it; no others."""
+        """Exactly one StatefulSet and its two Services per cluster, each controlled by it, no others;
+        and one retained credentials Secret per cluster, labelled as ours and owned by nobody."""
         uids = {n: self.get(n)["metadata"]["uid"] for n in self.names}  # type: ignore[index]
-        for resource, (prefix, pattern) in CHILDREN.items():
+        for resource, (prefix, patterns) in CHILDREN.items():
             items = self.api.items(f"{prefix}/namespaces/{self.namespace}/{resource}")
-            expected = {pattern.format(n): uid for n, uid in uids.items()}
+            expected = {p.format(n): uid for n, uid in uids.items() for p in patterns}
             found = sorted(i["metadata"]["name"] for i in items)
             assert found == sorted(expected), f"{resource}: want {sorted(expected)}, found {found}"
             for item in items:
                 refs = [r for r in item["metadata"].get("ownerReferences") or [] if r.get("controller")]
                 want = expected[item["metadata"]["name"]]
                 assert [r["uid"] for r in refs] == [want], f"{resource}/{item['metadata']['name']}: {refs}"
+        secrets = self.api.items(f"api/v1/namespaces/{self.namespace}/secrets")
+        by_name = {s["metadata"]["name"]: s for s in secrets}
+        for name in self.names:
+            secret = by_name.get(RETAINED_SECRET.format(name))
+            assert secret is not None, f"no credentials Secret for {name}"
+            meta = secret["metadata"]
+            assert not meta.get("ownerReferences"), f"{meta['name']}: {meta.get('ownerReferences')}"
+            assert meta.get("labels", {}).get("app.kubernetes.io/instance") == name, meta.get("labels")
+            assert meta.get("labels", {}).get("app.kubernetes.io/managed-by") == "mysql-operator"
+            assert meta.get("annotations", {}).get("db.example.com/retained") == "true"
 
     def delete_all(
         self, names: Iterable[str] | None = None, *, wait: bool = True, timeout: float = 60.0

@@ -1,0 +1,113 @@
+"""Start time of a plane against controller-runtime's envtest, on the same binaries and CRDs.
+
+    python benchmarks/bench_start.py [--pairs 15]
+
+Both start etcd + kube-apiserver, install api/crd and are ready when /readyz is ok and every CRD is
+Established and served by discovery. Each side runs in a fresh process and times its own start (the
+interpreter's and Go runtime's own start-up excluded on both sides). Runs are interleaved in pairs,
+the order alternating, and the result is the median of the per-pair ratios (ours / peer) with min
+and max. The peer is benchmarks/peers/crenvtest, built here from the Go module proxy.
+Writes benchmarks/results/start.json with every raw sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmeta import ROOT, run_metadata
+
+from envtest import binaries
+
+RESULTS = ROOT / "benchmarks" / "results" / "start.json"
+PEER_SRC = ROOT / "benchmarks" / "peers" / "crenvtest"
+CRDS = ROOT / "api" / "crd"
+
+OURS = """
+import json, sys, time
+from envtest import ControlPlane
+plane = ControlPlane("minimal", crds=[sys.argv[1]], progress=lambda _m: None)
+began = time.monotonic()
+plane.start()
+started = time.monotonic() - began
+began = time.monotonic()
+plane.stop()
+print(json.dumps({"start_seconds": started, "stop_seconds": time.monotonic() - began}))
+"""
+
+
+def build_peer() -> Path:
+    out = binaries.cache_root().parent / "peers" / "crenvtest"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    print("building the controller-runtime envtest peer (go build)", file=sys.stderr, flush=True)
+    subprocess.run(["go", "build", "-o", str(out), "."], cwd=PEER_SRC, env=env, check=True)
+    return out
+
+
+def run_json(argv: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pairs", type=int, default=15)
+    args = parser.parse_args()
+    paths = binaries.resolve_all(["etcd", "kube-apiserver"])
+    assets = paths["kube-apiserver"].parent
+    if paths["etcd"].parent != assets:
+        raise SystemExit("etcd and kube-apiserver must share a directory for the peer's KUBEBUILDER_ASSETS")
+    peer = build_peer()
+    ours_argv = [sys.executable, "-c", OURS, str(CRDS)]
+    peer_argv = [str(peer), "--assets", str(assets), "--crds", str(CRDS)]
+    meta = run_metadata()
+    samples: list[dict[str, float]] = []
+    for i in range(args.pairs):
+        order = ("ours", "peer") if i % 2 == 0 else ("peer", "ours")
+        pair: dict[str, float] = {}
+        for side in order:
+            result = run_json(ours_argv if side == "ours" else peer_argv)
+            pair[side] = round(result["start_seconds"], 4)
+            pair[f"{side}_stop"] = round(result["stop_seconds"], 4)
+        pair["ratio"] = round(pair["ours"] / pair["peer"], 4)
+        samples.append(pair)
+        print(f"pair {i + 1}/{args.pairs}: {pair}", file=sys.stderr, flush=True)
+    ratios = [p["ratio"] for p in samples]
+    result = {
+        **meta,
+        "kubernetes": binaries.k8s_version(),
+        "peer": "sigs.k8s.io/controller-runtime/pkg/envtest (benchmarks/peers/crenvtest/go.mod)",
+        "pairs": args.pairs,
+        "ratio_ours_over_peer": {
+            "median": round(statistics.median(ratios), 3),
+            "min": round(min(ratios), 3),
+            "max": round(max(ratios), 3),
+        },
+        "start_seconds_median": {
+            "ours": round(statistics.median(p["ours"] for p in samples), 3),
+            "peer": round(statistics.median(p["peer"] for p in samples), 3),
+        },
+        "stop_seconds_median": {
+            "ours": round(statistics.median(p["ours_stop"] for p in samples), 3),
+            "peer": round(statistics.median(p["peer_stop"] for p in samples), 3),
+        },
+        "samples": samples,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

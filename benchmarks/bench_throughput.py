@@ -1,0 +1,112 @@
+"""How fast the local plane itself turns StatefulSets into Ready pods: the floor under any operator.
+
+    python benchmarks/bench_throughput.py [--sizes 100,300,1000] [--default-limits]
+
+For each N a fresh plane with all components (kwok nodes, the default rate limits of this harness)
+gets N StatefulSets (1 replica, 1 PVC from a volumeClaimTemplate) created directly, and the time
+until every one reports readyReplicas=1 is measured: StatefulSets/s and pods/s. `--default-limits`
+runs the same with kube-controller-manager's and kube-scheduler's upstream client limits (20/50 qps)
+for comparison in the same run. Writes benchmarks/results/throughput.json with raw samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from benchmeta import ROOT, run_metadata
+
+from envtest import ControlPlane
+
+RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
+UPSTREAM_LIMITS = {
+    "kube-controller-manager": {"kube-api-qps": "20", "kube-api-burst": "30"},
+    "kube-scheduler": {"kube-api-qps": "50", "kube-api-burst": "100"},
+}
+
+
+def statefulset(i: int) -> dict[str, Any]:
+    labels = {"app": f"s{i}"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": f"s{i}"},
+        "spec": {
+            "replicas": 1,
+            "serviceName": f"s{i}",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]},
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                }
+            ],
+        },
+    }
+
+
+def measure(n: int, extra_args: dict[str, dict[str, str | None]] | None) -> dict[str, Any]:
+    with ControlPlane("all", extra_args=extra_args, progress=lambda _m: None) as plane:
+        session = plane.admin_session()
+        ns = "bench"
+        session.post(f"{plane.server}/api/v1/namespaces", json={"metadata": {"name": ns}}, timeout=10)
+        base = f"{plane.server}/apis/apps/v1/namespaces/{ns}/statefulsets"
+        began = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(
+                pool.map(lambda i: session.post(base, json=statefulset(i), timeout=30).status_code, range(n))
+            )
+        created = time.monotonic() - began
+        assert codes.count(201) == n, f"create failed: {sorted(set(codes))}"
+        deadline = began + 900
+        ready = 0
+        while time.monotonic() < deadline:
+            items = session.get(base, timeout=60).json()["items"]
+            ready = sum(1 for s in items if (s.get("status") or {}).get("readyReplicas") == 1)
+            if ready == n:
+                break
+            time.sleep(0.5)
+        seconds = time.monotonic() - began
+        return {
+            "n": n,
+            "all_ready": ready == n,
+            "ready": ready,
+            "create_seconds": round(created, 2),
+            "ready_seconds": round(seconds, 2),
+            "statefulsets_per_second": round(ready / seconds, 2),
+            "pods_per_second": round(ready / seconds, 2),  # one replica each
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100,300,1000")
+    parser.add_argument("--default-limits", action="store_true", help="also run with upstream client limits")
+    args = parser.parse_args()
+    result: dict[str, Any] = {**run_metadata(), "runs": []}
+    for n in (int(x) for x in args.sizes.split(",")):
+        variants = [("harness", None)] + (
+            [("upstream-limits", UPSTREAM_LIMITS)] if args.default_limits else []
+        )
+        for name, extra in variants:
+            sample = {"limits": name, **measure(n, extra)}
+            print(json.dumps(sample), file=sys.stderr, flush=True)
+            result["runs"].append(sample)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["runs"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

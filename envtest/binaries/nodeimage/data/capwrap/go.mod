@@ -1,0 +1,3 @@
+module envtest.local/capwrap
+
+go 1.22

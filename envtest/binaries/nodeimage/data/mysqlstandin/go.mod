@@ -1,0 +1,3 @@
+module envtest.local/mysqlstandin
+
+go 1.22

@@ -1,0 +1,3 @@
+module envtest.local/pause
+
+go 1.22

@@ -1,0 +1,320 @@
+"""kind clusters for the `kind` backend and `envtest kind up|down`, on pytest-kind-ng's `KindCluster`.
+
+pytest-kind-ng (the optional `[kind]` extra) creates and deletes; what it leaves out is done here:
+
+- **reuse with the real kubeconfig**: for a cluster that already exists it only touches an empty
+  kubeconfig and then fails to parse it, so ``kind get kubeconfig`` is written there first;
+- **stale clusters**: a cluster whose node containers are stopped (a reboot, ``docker stop``) is still
+  listed by ``kind get clusters`` but can never answer; it is deleted and created again;
+- **readiness**: ``kind create`` returns before the cluster can take a suite (nodes NotReady, no
+  CoreDNS, no ServiceAccounts yet), so `wait_ready` waits for what the tests rely on.
+
+The container CLI is ``docker``, or what ``KIND_EXPERIMENTAL_PROVIDER`` names (podman, nerdctl: both
+answer ``inspect -f``), since kind put the node containers there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envtest.binaries import kind as kind_binary
+from envtest.errors import ConfigError, EnvtestError, StartTimeout
+from envtest.pins import PINNED
+
+if TYPE_CHECKING:
+    import pytest_kind
+
+Getter = Callable[[str], "dict[str, Any] | None"]
+"""GET an API path ("api/v1/nodes"); the parsed body, or None for 404."""
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "kind-config.yaml"
+READY_TIMEOUT = 300.0
+"""Seconds for a new cluster to become usable; a 2-CPU runner needs ~60 s after `kind create`."""
+
+
+class State(Enum):
+    ABSENT = "absent"
+    RUNNING = "running"
+    STALE = "stale"  # listed by kind, but a node container is stopped or gone
+
+
+def node_image() -> str:
+    """ENVTEST_KIND_IMAGE, else the node image published with the pinned kind."""
+    return os.environ.get("ENVTEST_KIND_IMAGE") or PINNED.kind_node_image
+
+
+def kubeconfig_path(name: str) -> Path:
+    """Stable across runs, so a kept cluster's `export KUBECONFIG=…` stays valid."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "envtest" / "kind" / "clusters" / f"{name}.kubeconfig"
+
+
+class KindCli:
+    """The few kind and container-CLI calls pytest-kind-ng does not make."""
+
+    def __init__(self, kind: Path, container_cli: str | None = None) -> None:
+        self.kind = kind
+        self.container_cli = container_cli or os.environ.get("KIND_EXPERIMENTAL_PROVIDER") or "docker"
+
+    def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False)
+
+    def _kind(self, *args: str) -> str:
+        proc = self._run(str(self.kind), *args)
+        if proc.returncode != 0:
+            tail = proc.stderr.strip()[-500:]
+            raise EnvtestError(f"`kind {' '.join(args)}` exited {proc.returncode}: {tail}")
+        return proc.stdout
+
+    def _lines(self, *args: str) -> list[str]:
+        return [line.strip() for line in self._kind(*args).splitlines() if line.strip()]
+
+    def clusters(self) -> list[str]:
+        return self._lines("get", "clusters")
+
+    def nodes(self, name: str) -> list[str]:
+        """Node container names; stopped ones too (kind lists containers by label, running or not)."""
+        return self._lines("get", "nodes", "--name", name)
+
+    def running(self, container: str) -> bool:
+        proc = self._run(self.container_cli, "inspect", "-f", "{{.State.Running}}", container)
+        return proc.returncode == 0 and proc.stdout.strip() == "true"
+
+    def state(self, name: str) -> State:
+        if name not in self.clusters():
+            return State.ABSENT
+        nodes = self.nodes(name)
+        return State.RUNNING if nodes and all(self.running(n) for n in nodes) else State.STALE
+
+    def volumes(self, name: str) -> list[str]:
+        """Named and anonymous volumes mounted into the cluster's node containers."""
+        fmt = "{{range .Mounts}}{{if .Name}}{{.Name}} {{end}}{{end}}"
+        out: list[str] = []
+        for node in self.nodes(name) if name in self.clusters() else []:
+            proc = self._run(self.container_cli, "inspect", "-f", fmt, node)
+            out += proc.stdout.split() if proc.returncode == 0 else []
+        return out
+
+    def volume_exists(self, volume: str) -> bool:
+        return self._run(self.container_cli, "volume", "inspect", volume).returncode == 0
+
+    def kubeconfig(self, name: str) -> str:
+        return self._kind("get", "kubeconfig", "--name", name)
+
+
+def _pytest_kind() -> Any:
+    try:
+        import pytest_kind
+    except ImportError as exc:
+        raise ConfigError(
+            "the kind backend needs the optional extra (GPL-3.0): pip install 'kube-envtest[kind]'"
+        ) from exc
+    return pytest_kind
+
+
+def open_cluster(
+    name: str,
+    *,
+    kind_path: Path,
+    kubeconfig: Path | None = None,
+    config_file: Path | None = DEFAULT_CONFIG,
+    image: str | None = None,
+    progress: Callable[[str], None] = lambda _m: None,
+    manage_host: bool = False,
+) -> tuple[pytest_kind.KindCluster, bool]:
+    """The running cluster `name`, reused or (re-)created; returns it and whether this call created it."""
+    kubeconfig = kubeconfig or kubeconfig_path(name)
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    cli = KindCli(kind_path)
+    state = cli.state(name)
+    if state is not State.RUNNING and image is None:
+        from envtest.binaries import nodeimage
+
+        # The published image if docker has it or can pull it, else the offline one (built once).
+        image = nodeimage.resolve(progress=progress, manage_host=manage_host)
+    config_file = offline_config(config_file, image, name)
+    cluster = _pytest_kind().KindCluster(
+        name, kubeconfig=kubeconfig, image=image or node_image(), kind_path=kind_path
+    )
+    if state is State.STALE:
+        progress(f"kind cluster {name!r} exists but its nodes are not running: deleting and re-creating it")
+        cluster.delete()
+    if state is State.RUNNING:
+        _write_atomically(kubeconfig, cli.kubeconfig(name))
+    else:
+        kubeconfig.unlink(missing_ok=True)  # kind merges into an existing file; start clean
+        progress(f"creating kind cluster {name!r} ({image or node_image()}; ~1 min)")
+    cluster.create(config_file=config_file)
+    return cluster, state is not State.RUNNING
+
+
+def offline_config(config_file: Path | None, image: str | None, name: str) -> Path | None:
+    """For the offline node image, the kind config with what it needs (static CNI, kubeadm's
+    etcd/CoreDNS tags: `nodeimage.kind_config`), written beside the kubeconfig; else as given."""
+    from envtest.binaries.nodeimage import is_offline_image, kind_config
+    from envtest.binaries.nodeimage.spec import NodeImageSpec
+
+    if not image or not is_offline_image(image):
+        return config_file
+    user = config_file.read_text() if config_file else "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\n"
+    rendered = kubeconfig_path(name).with_name(f"{name}.kind-config.yaml")
+    rendered.parent.mkdir(parents=True, exist_ok=True)
+    rendered.write_text(kind_config(user, NodeImageSpec()))
+    return rendered
+
+
+def delete_cluster(name: str, *, kind_path: Path, kubeconfig: Path | None = None) -> None:
+    kubeconfig = kubeconfig or kubeconfig_path(name)
+    _pytest_kind().KindCluster(name, kubeconfig=kubeconfig, kind_path=kind_path).delete()
+
+
+KIND_NETWORK = "kind"
+
+
+def remove_idle_network(container_cli: str = "docker") -> bool:
+    """Remove kind's bridge network once no container is attached: `kind delete` leaves it for the
+    next cluster, so a machine that is done with kind keeps it forever otherwise."""
+    fmt = "{{len .Containers}}"
+    attached = subprocess.run([container_cli, "network", "inspect", "-f", fmt, KIND_NETWORK],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+    if attached.returncode != 0 or attached.stdout.strip() != "0":
+        return False
+    rm = subprocess.run([container_cli, "network", "rm", KIND_NETWORK], capture_output=True, check=False)
+    return rm.returncode == 0
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o600)
+    os.replace(tmp, path)
+
+
+# -- readiness ---------------------------------------------------------------------------------------
+
+
+def _condition(obj: dict[str, Any], kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def readiness_problems(get: Getter, namespace: str = "default") -> list[str]:
+    """What still keeps the cluster from taking a suite; empty when it can."""
+    problems = []
+    nodes = (get("api/v1/nodes") or {}).get("items") or []
+    not_ready = [n["metadata"]["name"] for n in nodes if not _condition(n, "Ready")]
+    if not nodes or not_ready:
+        problems.append(f"nodes not Ready: {not_ready or 'none registered'}")
+    coredns = get("apis/apps/v1/namespaces/kube-system/deployments/coredns")
+    if coredns is None or not _condition(coredns, "Available"):
+        problems.append("CoreDNS Deployment not Available")
+    classes = (get("apis/storage.k8s.io/v1/storageclasses") or {}).get("items") or []
+    annotation = "storageclass.kubernetes.io/is-default-class"
+    if not any((c["metadata"].get("annotations") or {}).get(annotation) == "true" for c in classes):
+        problems.append("no default StorageClass")
+    # The ServiceAccount controller runs: every test namespace will get its `default` SA too.
+    if get(f"api/v1/namespaces/{namespace}/serviceaccounts/default") is None:
+        problems.append(f"no ServiceAccount {namespace}/default yet")
+    return problems
+
+
+def wait_ready(
+    get: Getter,
+    *,
+    name: str,
+    timeout: float = READY_TIMEOUT,
+    interval: float = 2.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    started = clock()
+    while True:
+        try:
+            problems = readiness_problems(get)
+        except Exception as exc:  # the apiserver may still be coming up after a re-create
+            problems = [f"API not answering: {exc}"]
+        if not problems:
+            return
+        if clock() - started >= timeout:
+            raise StartTimeout(f"kind cluster {name!r} not ready after {timeout:.0f}s: {'; '.join(problems)}")
+        sleep(interval)
+
+
+def getter(session: Any, server: str) -> Getter:
+    def get(path: str) -> dict[str, Any] | None:
+        resp = session.get(f"{server}/{path}", timeout=10)
+        if resp.status_code == 404:
+            return None
+        resp.raise_for_status()
+        return resp.json()  # type: ignore[no-any-return]
+
+    return get
+
+
+# -- `envtest kind up|down` ------------------------------------------------------------------------
+
+
+def cmd_kind(args: argparse.Namespace) -> int:
+    kind_path = kind_binary.resolve(args.kind_bin, progress=_say)
+    if args.action == "down":
+        cli = KindCli(kind_path)
+        volumes = cli.volumes(args.name)
+        delete_cluster(args.name, kind_path=kind_path)
+        left = [v for v in volumes if cli.volume_exists(v)]
+        if left:  # kind removes its nodes' anonymous /var volumes; a failure there fills the disk
+            raise EnvtestError(f"kind cluster {args.name!r} deleted, but its volumes remain: {left}")
+        kubeconfig_path(args.name).unlink(missing_ok=True)
+        kubeconfig_path(args.name).with_name(f"{args.name}.kind-config.yaml").unlink(missing_ok=True)
+        remove_idle_network(KindCli(kind_path).container_cli)
+        return 0
+    if args.action == "path":
+        print(kind_path)
+        return 0
+    from envtest.binaries import nodeimage
+
+    nodeimage.ensure_host(progress=lambda m: _say(m))  # kind itself needs a running dockerd
+    _, created = open_cluster(
+        args.name,
+        kind_path=kind_path,
+        config_file=args.config,
+        image=args.image,
+        progress=_say,
+        manage_host=True,  # a command a user runs to get a cluster: may start dockerd, set up capwrap
+    )
+    from envtest.clusters import Cluster
+
+    client = Cluster.new_pykube_from(kubeconfig_path(args.name))
+    try:
+        wait_ready(getter(client.session, str(client.url)), name=args.name, timeout=args.timeout)
+    finally:
+        client.session.close()
+    _say(f"kind cluster {args.name!r} {'created' if created else 'reused'} and ready")
+    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig_path(args.name)))}")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("kind", help="a kind cluster for --envtest-backend=kind (pinned kind and image)")
+    p.add_argument("action", choices=["up", "down", "path"], help="path: print the kind binary used")
+    p.add_argument("--name", default="envtest")
+    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    p.add_argument("--image", help="node image (default: ENVTEST_KIND_IMAGE or the pinned one)")
+    p.add_argument("--kind-bin", type=Path, help="kind binary (default: kind on PATH, else built with go)")
+    p.add_argument("--timeout", type=float, default=READY_TIMEOUT, help="seconds to wait for readiness")
+    p.set_defaults(func=cmd_kind)
+
+
+def _say(message: str) -> None:
+    print(f"# {message}", file=sys.stderr, flush=True)

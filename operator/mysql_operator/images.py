@@ -1,0 +1,65 @@
+"""The container images the operator puts into pods, from configuration as a deployed operator takes them:
+flags (`--mysql-image`, `--backup-image`) beat environment variables (MYSQL_OPERATOR_MYSQL_IMAGE,
+MYSQL_OPERATOR_BACKUP_IMAGE), which beat the defaults. An air-gapped cluster or a kind cluster with
+locally loaded images points these at its own registry or tags.
+
+Every image must carry a version tag (or digest): Kubernetes then defaults imagePullPolicy to
+IfNotPresent, so an image loaded into the node (`kind load docker-image`) is used as is, whereas
+`:latest` or no tag would mean Always and a pull that fails offline.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+MYSQL_ENV = "MYSQL_OPERATOR_MYSQL_IMAGE"
+BACKUP_ENV = "MYSQL_OPERATOR_BACKUP_IMAGE"
+
+
+def _check_versioned(image: str, what: str) -> str:
+    name = image.split("@", 1)[0]
+    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else None
+    if "@" not in image and tag in (None, "latest"):
+        raise ValueError(f"{what} {image!r} needs a version tag (untagged or :latest is pulled Always)")
+    return image
+
+
+@dataclass(frozen=True)
+class Images:
+    mysql_repository: str = "mysql"
+    """Repository of the database image; the tag is the cluster's `spec.version`."""
+    backup: str = "busybox:1.36"
+    """Image of the final-backup Job (tar and find with no surprises)."""
+
+    def __post_init__(self) -> None:
+        _check_versioned(self.backup, "backup image")
+        if ":" in self.mysql_repository.rsplit("/", 1)[-1]:
+            raise ValueError(
+                f"mysql image {self.mysql_repository!r}: give a repository; the tag is spec.version"
+            )
+
+    def mysql(self, version: str) -> str:
+        return f"{self.mysql_repository}:{version}"
+
+    @classmethod
+    def from_env(cls, mysql: str | None = None, backup: str | None = None) -> Images:
+        defaults = cls()
+        return cls(
+            mysql_repository=mysql or os.environ.get(MYSQL_ENV) or defaults.mysql_repository,
+            backup=backup or os.environ.get(BACKUP_ENV) or defaults.backup,
+        )
+
+
+_current: Images | None = None
+
+
+def current() -> Images:
+    """The configured images (from the environment until `configure` is called)."""
+    return _current or Images.from_env()
+
+
+def configure(images: Images) -> None:
+    """Set by `python -m mysql_operator run` from its flags."""
+    global _current
+    _current = images

@@ -1,0 +1,117 @@
+"""CachedClient: reads from informer caches, our own writes laid over them until the caches catch up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mysql_operator.cache import CachedClient
+from mysql_operator.kinds import Job, Secret, StatefulSet
+from mysql_operator.runtime.types import Key
+from operator_fakes import FakeKube
+
+
+class FakeInformer:
+    def __init__(self) -> None:
+        self.store: dict[Key, dict[str, Any]] = {}
+        self.resource_version = "1"
+
+    def has_synced(self) -> bool:
+        return True
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        return self.store.get(key)
+
+    def catch_up(self, kube: FakeKube, kind: Any, name: str) -> None:
+        """What the watch does: deliver the apiserver's current state up to its latest rv."""
+        obj = kube.peek(kind, "ns", name)
+        if obj is None:
+            self.store.pop(Key(f"ns/{name}"), None)
+        else:
+            self.store[Key(f"ns/{name}")] = obj
+        self.resource_version = str(next(kube._rv))
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
+def informer() -> FakeInformer:
+    return FakeInformer()
+
+
+@pytest.fixture
+def client(kube: FakeKube, informer: FakeInformer) -> CachedClient:
+    def lookup(kind: Any) -> Any:
+        if kind in (StatefulSet, Secret):
+            return informer
+        raise LookupError(kind.kind)
+
+    return CachedClient(kube, lookup)  # type: ignore[arg-type]
+
+
+def sts(name: str = "db-mysql", replicas: int = 1) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": {"replicas": replicas}}
+
+
+def test_reads_come_from_the_cache_without_a_request(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    informer.store[Key("ns/db-mysql")] = sts(replicas=3)
+    kube.fail_next("get", "statefulsets", 500, "InternalError", "a GET was made")
+    assert client.get(StatefulSet, "ns", "db-mysql")["spec"]["replicas"] == 3  # type: ignore[index]
+    assert client.get(StatefulSet, "ns", "other") is None
+    assert client.cache_reads == 2
+
+
+def test_our_create_is_seen_before_the_cache_has_it(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    created = client.create(StatefulSet, sts())
+    assert client.get(StatefulSet, "ns", "db-mysql") == created, "a second create would get 409"
+    informer.catch_up(kube, StatefulSet, "db-mysql")
+    assert client.get(StatefulSet, "ns", "db-mysql") == kube.peek(StatefulSet, "ns", "db-mysql")
+
+
+def test_our_patch_wins_over_the_older_cached_object_until_the_cache_catches_up(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    kube.put(StatefulSet, sts())
+    informer.catch_up(kube, StatefulSet, "db-mysql")
+    patched = client.patch_merge(StatefulSet, "ns", "db-mysql", {"spec": {"replicas": 2}})
+    assert client.get(StatefulSet, "ns", "db-mysql") == patched
+    informer.catch_up(kube, StatefulSet, "db-mysql")
+    assert client.get(StatefulSet, "ns", "db-mysql")["spec"]["replicas"] == 2  # type: ignore[index]
+
+
+def test_a_deletion_after_our_write_is_not_hidden_once_the_cache_caught_up(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    client.create(StatefulSet, sts())
+    kube.delete(StatefulSet, "ns", "db-mysql")  # someone else, right after
+    informer.catch_up(kube, StatefulSet, "db-mysql")
+    assert client.get(StatefulSet, "ns", "db-mysql") is None, "our write must not outlive the deletion"
+
+
+def test_kinds_without_an_informer_and_fresh_reads_go_to_the_apiserver(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    kube.put(Job, {"metadata": {"name": "db-final-backup", "namespace": "ns"}})
+    assert client.get(Job, "ns", "db-final-backup") is not None
+    kube.put(StatefulSet, sts(replicas=5))
+    assert client.get(StatefulSet, "ns", "db-mysql") is None, "not in the cache yet"
+    assert client.get(StatefulSet, "ns", "db-mysql", fresh=True)["spec"]["replicas"] == 5  # type: ignore[index]
+    assert client.cache_reads == 1
+
+
+def test_a_created_secret_leaves_no_password_in_memory(client: CachedClient, informer: FakeInformer) -> None:
+    secret = {
+        "metadata": {"name": "db-credentials", "namespace": "ns"},
+        "stringData": {"root-password": "pw"},
+    }
+    client.create(Secret, secret)
+    kept = client.get(Secret, "ns", "db-credentials")
+    assert kept is not None and kept["metadata"]["name"] == "db-credentials"
+    assert "data" not in kept and "stringData" not in kept

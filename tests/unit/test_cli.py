@@ -1,0 +1,90 @@
+"""`envtest list|down|up` run as users run them (`python -m envtest.cli`), against fake state in a
+temporary cache: no control plane is started."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from supervisor_fakes import bystander, lock_holder, reap, write_state
+
+
+@pytest.fixture
+def clusters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("ENVTEST_K8S_VERSION", raising=False)
+    root = tmp_path / "envtest" / "clusters"
+    root.mkdir(parents=True)
+    (root / ".kept.lock").touch()  # what every kept run leaves beside the plane folders
+    return root
+
+
+def envtest(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envtest.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
+
+
+def test_list_shows_planes_and_ignores_lock_files(clusters: Path) -> None:
+    holder = lock_holder(clusters / "live")
+    try:
+        write_state(clusters / "live", holder.pid)
+        write_state(clusters / "kept", os.getpid())  # stale: nobody holds its lock
+        out = envtest("list")
+    finally:
+        reap(holder)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "kept\tstopped"
+    assert lines[1].startswith(f"live\trunning pid {holder.pid} ")
+    assert len(lines) == 2
+
+
+def test_down_all_removes_stale_planes_and_ignores_lock_files(clusters: Path) -> None:
+    other = bystander()
+    try:
+        write_state(clusters / "kept", other.pid)  # the supervisor died; its pid was reused
+        out = envtest("down", "--all")
+        assert out.returncode == 0, out.stderr
+        assert "kept: was not running" in out.stderr
+        assert not (clusters / "kept").exists()
+        assert other.poll() is None, "down signalled a process that was not the supervisor"
+    finally:
+        reap(other)
+
+
+def test_down_stops_the_supervisor_that_holds_the_lock(clusters: Path) -> None:
+    holder = lock_holder(clusters / "kept")
+    try:
+        write_state(clusters / "kept", holder.pid)
+        out = envtest("down", "--name", "kept")
+        assert out.returncode == 0, out.stderr
+        assert "kept: stopped" in out.stderr
+        assert holder.wait(timeout=5) != 0
+        assert not (clusters / "kept").exists()
+    finally:
+        reap(holder)
+
+
+def test_up_with_other_settings_than_the_running_plane_fails_naming_them(clusters: Path) -> None:
+    holder = lock_holder(clusters / "kept")
+    try:
+        write_state(clusters / "kept", holder.pid, components=["etcd", "kube-apiserver"], job_pods="complete")
+        out = envtest("up", "--name", "kept", "--components", "minimal", "--job-pods", "hold")
+        same = envtest("up", "--name", "kept", "--components", "minimal")
+        assert holder.poll() is None
+    finally:
+        reap(holder)
+    assert out.returncode == 1
+    assert "job_pods: running complete, asked for hold" in out.stderr
+    assert f"{sys.executable} -m envtest.cli down --name kept" in out.stderr
+    assert "components" not in out.stderr.split("other settings")[1]
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.startswith("export KUBECONFIG=")

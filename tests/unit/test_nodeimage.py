@@ -1,0 +1,211 @@
+"""The offline kind node image's pure parts: its tag, rendered configs, and the host decisions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envtest.binaries import nodeimage
+from envtest.binaries.nodeimage import builds, host, spec
+from envtest.binaries.nodeimage.host import HostError, Result
+from envtest.pins import PINNED
+
+# -- tag -----------------------------------------------------------------------------------------
+
+
+def test_tag_is_stable_and_names_the_kubernetes_version() -> None:
+    a, b = spec.NodeImageSpec(), spec.NodeImageSpec()
+    assert a.tag() == b.tag()
+    assert a.tag().startswith(f"envtest.local/kind-node:v{PINNED.kubernetes}-")
+    assert spec.is_offline_image(a.tag()) and not spec.is_offline_image(PINNED.kind_node_image)
+
+
+def test_tag_changes_with_any_pin() -> None:
+    base = spec.NodeImageSpec()
+    bumped = dataclasses.replace(base, versions=dataclasses.replace(PINNED, containerd="9.9.9"))
+    assert bumped.tag() != base.tag()
+
+
+def test_tag_changes_when_a_go_source_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = spec.NodeImageSpec().tag()
+    original = spec.go_sources()
+    monkeypatch.setattr(spec, "go_sources", lambda: {**original, "pause/main.go": "package main // edited"})
+    assert spec.NodeImageSpec().tag() != before
+
+
+def test_every_go_source_ships_as_package_data() -> None:
+    names = {k.split("/")[0] for k in spec.go_sources()}
+    assert names == set(spec.GO_SOURCES)
+    assert all(f"{n}/go.mod" in spec.go_sources() for n in spec.GO_SOURCES)
+
+
+# -- rendered configs ------------------------------------------------------------------------------
+
+
+def test_kind_config_for_the_offline_image_keeps_the_users_patches() -> None:
+    user = Path(__file__).resolve().parents[2] / "kind-config.yaml"
+    doc = yaml.safe_load(spec.kind_config(user.read_text(), spec.NodeImageSpec()))
+    assert doc["networking"] == {"disableDefaultCNI": True, "podSubnet": spec.POD_SUBNET}
+    patches = [yaml.safe_load(p) for p in doc["kubeadmConfigPatches"]]
+    assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
+    cluster = next(p for p in patches if p["kind"] == "ClusterConfiguration")
+    assert cluster["etcd"]["local"]["imageTag"] == PINNED.etcd
+    assert cluster["dns"]["imageTag"] == f"v{PINNED.coredns}"
+
+
+def test_kind_config_refuses_more_nodes_than_the_static_cni_serves() -> None:
+    two = (
+        "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes: [{role: control-plane}, {role: worker}]\n"
+    )
+    with pytest.raises(ValueError, match="single-node"):
+        spec.kind_config(two, spec.NodeImageSpec())
+
+
+def test_containerd_runs_runc_through_capwrap_with_our_pause() -> None:
+    text = spec.containerd_config("registry.k8s.io/pause:3.10.2")
+    assert text.count('BinaryName = "/usr/local/bin/capwrap"') == 2
+    assert 'sandbox_image = "registry.k8s.io/pause:3.10.2"' in text
+    assert "fuse-overlayfs" not in text
+
+
+def test_cni_range_is_the_nodes_share_of_the_pod_subnet() -> None:
+    conf = json.loads(spec.cni_conflist())
+    ranges = conf["plugins"][0]["ipam"]["ranges"]
+    assert ranges == [[{"subnet": spec.NODE_POD_CIDR}]]
+    assert spec.NODE_POD_CIDR.startswith(spec.POD_SUBNET.split("/")[0])
+
+
+def test_storage_manifest_takes_kinds_text_with_our_images() -> None:
+    go = (
+        'const storageProvisionerImage = "docker.io/kindest/x"\n'
+        "const defaultStorageManifest = `\nkind: Deployment\nimage: ` + storageProvisionerImage + `\n"
+        "helper: ` + storageHelperImage + `\n`\n"
+    )
+    out = builds.render_storage_manifest(go, "envtest.local/lpp:v1", "envtest.local/busybox:1")
+    assert out == "kind: Deployment\nimage: envtest.local/lpp:v1\nhelper: envtest.local/busybox:1\n"
+
+
+def test_coredns_main_has_kubeadms_plugins_in_plugin_cfg_order() -> None:
+    cfg = "# comment\nreload:reload\nready:ready\nerrors:errors\nlog:log\ncustom:example.com/x\n"
+    main = builds.coredns_main(cfg, ("errors", "ready", "reload", "custom"))
+    assert main.index('"reload",') < main.index('"ready",') < main.index('"errors",')
+    assert '_ "example.com/x"' in main and "plugin/log" not in main
+    with pytest.raises(Exception, match="no loop"):
+        builds.coredns_main(cfg, ("loop",))
+
+
+def test_stand_in_env_only_for_the_offline_image() -> None:
+    s = spec.NodeImageSpec()
+    env = nodeimage.stand_in_env(s.tag(), s)
+    assert env == {
+        "MYSQL_OPERATOR_MYSQL_IMAGE": s.mysql_repository,
+        "MYSQL_OPERATOR_BACKUP_IMAGE": s.busybox_image,
+    }
+    assert nodeimage.stand_in_env(PINNED.kind_node_image) == {}
+
+
+# -- host decisions --------------------------------------------------------------------------------
+
+
+def test_capwrap_is_needed_only_for_the_caps_error() -> None:
+    assert host.needs_capwrap(Result(0, "pause", "")) is False
+    caps = "docker: Error response from daemon: ... unable to apply caps: operation not permitted: unknown."
+    assert host.needs_capwrap(Result(125, "", caps)) is True
+    with pytest.raises(HostError, match="not for missing capabilities"):
+        host.needs_capwrap(Result(125, "", "no space left on device"))
+
+
+def test_daemon_json_merge_keeps_other_settings() -> None:
+    merged = json.loads(
+        host.merge_daemon_json('{"data-root": "/srv/docker"}', Path("/usr/local/bin/capwrap")) or ""
+    )
+    assert merged == {
+        "data-root": "/srv/docker",
+        "runtimes": {"capwrap": {"path": "/usr/local/bin/capwrap"}},
+        "default-runtime": "capwrap",
+    }
+
+
+def test_daemon_json_already_configured_is_left_alone() -> None:
+    done = host.merge_daemon_json(None, Path("/usr/local/bin/capwrap"))
+    assert done is not None
+    assert host.merge_daemon_json(done, Path("/usr/local/bin/capwrap")) is None
+
+
+def test_daemon_json_with_another_default_runtime_is_not_clobbered() -> None:
+    with pytest.raises(HostError, match="default-runtime 'nvidia'"):
+        host.merge_daemon_json('{"default-runtime": "nvidia"}', Path("/usr/local/bin/capwrap"))
+
+
+# -- lookup order ----------------------------------------------------------------------------------
+
+
+class FakeDocker:
+    """`docker image inspect` answers from a set of present tags; records every call."""
+
+    def __init__(self, present: set[str]) -> None:
+        self.present, self.calls = present, []
+
+    def __call__(self, argv: Sequence[str]) -> Result:
+        self.calls.append(list(argv))
+        if list(argv[:3]) == ["docker", "image", "inspect"]:
+            return Result(0 if argv[-1] in self.present else 1, "", "")
+        return Result(0, "", "")
+
+
+@pytest.fixture
+def no_host(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    pulls: list[str] = []
+    monkeypatch.setattr(nodeimage, "ensure_host", lambda *a, **k: None)
+    monkeypatch.setattr(nodeimage, "build", lambda s, progress: "built")
+    monkeypatch.setattr(
+        host, "run", lambda argv, timeout=None: pulls.append(argv[-1]) or Result(1, "", "no route")
+    )
+    monkeypatch.delenv("ENVTEST_KIND_IMAGE", raising=False)
+    monkeypatch.delenv("ENVTEST_OFFLINE", raising=False)
+    return pulls
+
+
+def test_published_image_already_present_wins(no_host: list[str]) -> None:
+    docker = FakeDocker({PINNED.kind_node_image})
+    assert nodeimage.resolve(runner=docker, progress=lambda _m: None) == PINNED.kind_node_image
+    assert no_host == []
+
+
+def test_failed_pull_falls_back_to_the_cached_offline_image(no_host: list[str]) -> None:
+    tag = spec.NodeImageSpec().tag()
+    assert nodeimage.resolve(runner=FakeDocker({tag}), progress=lambda _m: None) == tag
+    assert no_host == [PINNED.kind_node_image]
+
+
+def test_offline_mode_never_pulls_and_builds_when_nothing_is_cached(
+    no_host: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVTEST_OFFLINE", "1")
+    assert nodeimage.resolve(runner=FakeDocker(set()), progress=lambda _m: None) == "built"
+    assert no_host == []
+
+
+def test_explicit_image_skips_docker_entirely(no_host: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVTEST_KIND_IMAGE", "my/node:v1")
+    docker = FakeDocker(set())
+    assert nodeimage.resolve(runner=docker, progress=lambda _m: None) == "my/node:v1"
+    assert docker.calls == []
+
+
+def test_a_test_run_with_docker_not_answering_gets_the_published_image_and_starts_nothing(
+    no_host: list[str],
+) -> None:
+    class DeadDocker(FakeDocker):
+        def __call__(self, argv: Sequence[str]) -> Result:
+            self.calls.append(list(argv))
+            return Result(1, "", "Cannot connect to the Docker daemon")
+
+    docker = DeadDocker(set())
+    assert nodeimage.resolve(runner=docker, progress=lambda _m: None) == PINNED.kind_node_image
+    assert [c[:2] for c in docker.calls] == [["docker", "info"]] and no_host == []

@@ -1,0 +1,59 @@
+"""The operator's admission handlers without a cluster: what each one allows, denies and patches."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from mysql_operator.webhooks import default, validate
+
+
+class Classes:
+    def __init__(self, names: set[str], default: str | None = None, broken: bool = False) -> None:
+        self.names, self._default, self.broken = names, default, broken
+
+    def exists(self, name: str) -> bool | None:
+        return None if self.broken else name in self.names
+
+    def default(self) -> str | None:
+        return self._default
+
+
+def request(operation: str = "CREATE", **spec: Any) -> dict[str, Any]:
+    body = {"replicas": 1, "storage": {"size": "1Gi"}, **spec}
+    return {"operation": operation, "object": {"spec": body}}
+
+
+def test_cron_the_cronjob_controller_would_refuse_is_denied_naming_the_field() -> None:
+    verdict = validate(request(backup={"schedule": {"cron": "0 0 2 * * *"}}), None)
+    assert verdict["allowed"] is False and verdict["status"]["code"] == 422
+    assert verdict["status"]["details"]["causes"][0]["field"] == "spec.backup.schedule.cron"
+
+
+def test_unknown_time_zone_is_denied() -> None:
+    verdict = validate(request(backup={"schedule": {"timeZone": "Mars/Olympus"}}), None)
+    assert "spec.backup.schedule.timeZone" in verdict["status"]["message"]
+
+
+def test_storage_class_is_checked_at_create_only() -> None:
+    spec = {"storage": {"size": "1Gi", "storageClassName": "gone"}}
+    assert validate(request(**spec), Classes(set()))["allowed"] is False
+    # Deleted after the cluster was made: other edits must still pass (storage is immutable anyway).
+    assert validate(request("UPDATE", **spec), Classes(set()))["allowed"] is True
+    assert validate(request(**spec), Classes({"gone"}))["allowed"] is True
+
+
+def test_a_failed_look_up_denies_rather_than_guesses() -> None:
+    spec = {"storage": {"size": "1Gi", "storageClassName": "x"}}
+    assert validate(request(**spec), Classes(set(), broken=True))["allowed"] is False
+
+
+def test_defaulting_pins_the_default_class_at_create_only() -> None:
+    verdict = default(request(), Classes(set(), default="standard"))
+    patch = json.loads(base64.b64decode(verdict["patch"]))
+    assert patch == [{"op": "add", "path": "/spec/storage/storageClassName", "value": "standard"}]
+    assert "patch" not in default(request("UPDATE"), Classes(set(), default="standard"))
+    assert "patch" not in default(request(), Classes(set(), default=None))
+    explicit = request(storage={"size": "1Gi", "storageClassName": "fast"})
+    assert "patch" not in default(explicit, Classes(set(), default="standard"))

@@ -1,0 +1,110 @@
+"""The plugin's settings as pytest parses them (no cluster): precedence, what counts as configured,
+and configuration mistakes reported as usage errors that name the option or file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envtest.errors import UsageProblem
+from envtest.plugin import settings
+from envtest.plugin.state import new_session
+
+pytest_plugins = ["pytester"]
+
+
+def _config(pytester: pytest.Pytester, ini: str, *args: str) -> pytest.Config:
+    pytester.makeini("[pytest]\n" + ini)
+    return pytester.parseconfig(*args)
+
+
+def test_command_line_beats_ini_beats_default(pytester: pytest.Pytester) -> None:
+    ini = "envtest_job_pods = hold\nenvtest_cluster_name = from-ini\n"
+    s = settings.resolve(_config(pytester, ini, "--envtest-job-pods=complete"))
+    assert s.job_pods == "complete"  # command line over ini
+    assert s.cluster_name == "from-ini"  # ini over default
+    assert s.components == settings.resolve(_config(pytester, "")).components  # default
+    assert settings.resolve(_config(pytester, "")).job_pods == "complete"
+    assert settings.resolve(_config(pytester, "")).artifacts_dir == pytester.path / "artifacts"
+
+
+def test_flag_given_on_command_line_beats_ini_false(pytester: pytest.Pytester) -> None:
+    assert settings.resolve(_config(pytester, "envtest_keep = false\n", "--envtest-keep")).keep is True
+    assert settings.resolve(_config(pytester, "envtest_keep = true\n")).keep is True
+    assert settings.resolve(_config(pytester, "")).keep is False
+
+
+def test_unconfigured_project_is_not_configured_and_gets_no_short_names(pytester: pytest.Pytester) -> None:
+    config = _config(pytester, "addopts = -q\n")
+    assert not settings.configured(config)
+    assert not settings.short_fixtures(config, settings.configured(config))
+
+
+@pytest.mark.parametrize(
+    ("ini", "args"),
+    [("envtest_crds = crd\n", ()), ("", ("--envtest-backend=existing",)), ("", ("-o", "envtest_keep=true"))],
+)
+def test_any_envtest_key_or_option_configures_the_plugin(
+    pytester: pytest.Pytester, ini: str, args: tuple[str, ...]
+) -> None:
+    config = _config(pytester, ini, *args)
+    assert settings.configured(config)
+    assert settings.short_fixtures(config, True)
+
+
+def test_short_fixtures_ini_overrides_either_way(pytester: pytest.Pytester) -> None:
+    config = _config(pytester, "envtest_crds = crd\nenvtest_short_fixtures = false\n")
+    assert not settings.short_fixtures(config, settings.configured(config))
+    config = _config(pytester, "envtest_short_fixtures = true\n")
+    assert settings.short_fixtures(config, False)
+
+
+def test_envtest_k8s_version_latest_is_a_usage_error_naming_the_variable(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVTEST_K8S_VERSION", "latest")
+    with pytest.raises(UsageProblem, match=r"ENVTEST_K8S_VERSION='latest' is not a Kubernetes release"):
+        settings.resolve(_config(pytester, ""))
+    monkeypatch.delenv("ENVTEST_K8S_VERSION")
+    with pytest.raises(UsageProblem, match=r"--envtest-k8s-version .*'1\.37' is not a Kubernetes release"):
+        settings.resolve(_config(pytester, "", "--envtest-k8s-version=1.37"))
+
+
+@pytest.mark.parametrize(
+    ("ini", "files", "message"),
+    [
+        ("envtest_crds = nope\n", {}, r"envtest_crds: .*nope: no such file or directory"),
+        (
+            "envtest_crds = crd\n",
+            {"crd/bad.yaml": "kind: [unclosed"},
+            r"envtest_crds: .*bad\.yaml: not valid YAML",
+        ),
+        ("envtest_operator_rbac = rbac.yaml\n", {}, r"envtest_operator_rbac: .*rbac\.yaml: cannot read"),
+    ],
+)
+def test_missing_or_invalid_files_are_usage_errors_naming_option_and_file(
+    pytester: pytest.Pytester, ini: str, files: dict[str, str], message: str
+) -> None:
+    for name, text in files.items():
+        path = pytester.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    with pytest.raises(pytest.UsageError, match=message):
+        new_session(_config(pytester, ini))
+
+
+def test_rbac_roles_are_kept_for_test_namespaces_not_applied_at_session_start(
+    pytester: pytest.Pytester,
+) -> None:
+    Path(pytester.path / "rbac.yaml").write_text(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: op}\nrules: []\n"
+        "---\n"
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n"
+        "metadata: {name: leader, namespace: op-system}\n"
+        "rules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get]}]\n"
+    )
+    session = new_session(_config(pytester, "envtest_operator_rbac = rbac.yaml\n"))
+    assert [d["kind"] for _, d in session._session_rbac] == ["ClusterRole"]
+    assert [d["metadata"]["name"] for d in session.operator_roles] == ["leader"]
+    assert session.operator_clusterrole() == "op"
