@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmeta import run_metadata
 
 from envtest import ControlPlane, binaries
 
@@ -96,14 +97,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--cold", action="store_true")
     args = parser.parse_args()
-    result: dict[str, object] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "kubernetes": binaries.k8s_version(),
-    }
-    if RESULTS.exists():
-        previous = json.loads(RESULTS.read_text())
-        if "cold_build" in previous and not args.cold:
-            result["cold_build"] = previous["cold_build"]  # keep the last measured cold build
+    # One run, one file: nothing is carried over from an older result (a cold build needs --cold).
+    result: dict[str, object] = {**run_metadata(), "kubernetes": binaries.k8s_version()}
     if args.cold:
         result["cold_build"] = cold()
     binaries.resolve_all()
