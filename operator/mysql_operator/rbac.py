@@ -7,8 +7,7 @@ Leases are the leader election's and live in one namespace: cluster-wide lease r
 operator rewrite any component's lock (kube-scheduler's and kube-controller-manager's included, so
 it could make them step down). `operator/config/leader_election_role.yaml` is a namespaced Role
 instead, get/update limited to our Lease by resourceNames (create cannot be: the name is not known
-to the authorizer at create time). Until the E2E harness binds Roles as well as the ClusterRole
-(`LEASES_IN_CLUSTER_ROLE`), the ClusterRole keeps the lease rule too.
+to the authorizer at create time); the E2E harness binds it in each test namespace.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ LEADER_ELECTION_NAMESPACE = "mysql-operator-system"
 """Where the Deployment runs (operator/config/manager.yaml) and so where its Lease lives."""
 LEASE_NAME = "mysql-operator-leader"
 """ManagerOptions.leader_election_id's default."""
-LEASES_IN_CLUSTER_ROLE = False
-"""Transitional: False once the harness binds leader_election_role.yaml in test namespaces."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +89,6 @@ def _rule(p: Permission, names: list[str] | None = None) -> dict[str, Any]:
 
 def cluster_role() -> dict[str, Any]:
     rules = [_rule(p) for p in PERMISSIONS]
-    if LEASES_IN_CLUSTER_ROLE:
-        rules.append(_rule(Permission("coordination.k8s.io", "leases", ("get", "create", "update"), "")))
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",

@@ -138,7 +138,7 @@ def test_cluster_role_is_the_permission_table() -> None:
     rules = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]}
     assert rules[("db.example.com", "mysqlclusters/status")] == ["patch"]
     assert rules[("db.example.com", "mysqlclusters/finalizers")] == ["update"]
-    assert ("coordination.k8s.io", "leases") in rules or not rbac.LEASES_IN_CLUSTER_ROLE
+    assert ("coordination.k8s.io", "leases") not in rules, "lease rights belong to the namespaced Role"
     assert "*" not in str(role["rules"])
     assert rbac.allowed("batch", "jobs", "delete") and not rbac.allowed("", "pods", "delete")
     assert rbac.allowed("", "pods", "list"), "the final backup waits for database pods to be gone"
