@@ -120,6 +120,24 @@ def test_capwrap_is_needed_only_for_the_caps_error() -> None:
         host.needs_capwrap(Result(125, "", "no space left on device"))
 
 
+@pytest.mark.parametrize(
+    ("on_path", "daemon_answers", "expected"),
+    [
+        ({"docker", "dockerd", "debootstrap"}, False, []),
+        ({"docker", "debootstrap"}, True, []),  # a remote or socket-activated daemon: the CLI is enough
+        ({"docker", "debootstrap"}, False, ["docker.io"]),  # a machine that ships the CLI alone
+        ({"debootstrap"}, False, ["docker.io"]),
+        ({"docker", "dockerd"}, False, ["debootstrap"]),
+    ],
+)
+def test_packages_installed_for_what_the_host_lacks(
+    monkeypatch: pytest.MonkeyPatch, on_path: set[str], daemon_answers: bool, expected: list[str]
+) -> None:
+    monkeypatch.setattr(host.shutil, "which", lambda cmd: f"/usr/bin/{cmd}" if cmd in on_path else None)
+    runner = lambda argv: Result(0 if daemon_answers else 1, "", "")  # noqa: E731
+    assert host.missing_packages(runner) == expected
+
+
 def test_daemon_json_merge_keeps_other_settings() -> None:
     merged = json.loads(
         host.merge_daemon_json('{"data-root": "/srv/docker"}', Path("/usr/local/bin/capwrap")) or ""

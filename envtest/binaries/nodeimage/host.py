@@ -2,8 +2,9 @@
 
 Order (each step only when the one before is not enough):
 
-1. ``docker`` missing: ``apt-get install docker.io`` (as root on Debian/Ubuntu; otherwise an error
-   saying what to install);
+1. ``docker`` missing, or no daemon answers and ``dockerd`` is missing (a machine may ship the CLI
+   alone): ``apt-get install docker.io`` (as root on Debian/Ubuntu; otherwise an error saying what
+   to install);
 2. ``docker info`` fails: start ``dockerd`` detached, log in ``<cache>/dockerd.log``, wait for it;
 3. ``docker run --rm --privileged <probe> /pause -v`` fails with "unable to apply caps" (a sandbox
    whose bounding set lacks a capability docker grants to --privileged, e.g. CAP_SYS_RESOURCE):
@@ -35,7 +36,6 @@ DAEMON_JSON = Path("/etc/docker/daemon.json")
 CAPWRAP_INSTALL = Path("/usr/local/bin/capwrap")
 CAPWRAP_RUNTIME = "capwrap"
 CAPS_ERROR = "unable to apply caps"
-HOST_PACKAGES = ("docker.io", "debootstrap")
 DOCKERD_START_TIMEOUT = 60.0
 
 
@@ -104,10 +104,18 @@ def merge_daemon_json(existing: str | None, capwrap: Path) -> str | None:
 # -- actions -----------------------------------------------------------------------------------------
 
 
+def missing_packages(runner: Runner = run) -> list[str]:
+    """Debian packages to install: a CLI alone is enough only when a daemon already answers it."""
+    missing = []
+    if not shutil.which("docker") or (not shutil.which("dockerd") and not docker_running(runner)):
+        missing.append("docker.io")
+    if not shutil.which("debootstrap"):
+        missing.append("debootstrap")
+    return missing
+
+
 def ensure_packages(progress: Progress, runner: Runner = run) -> None:
-    missing = [
-        p for p, cmd in (("docker.io", "docker"), ("debootstrap", "debootstrap")) if not shutil.which(cmd)
-    ]
+    missing = missing_packages(runner)
     if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
