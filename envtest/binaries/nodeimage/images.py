@@ -43,7 +43,7 @@ CMD ["/bin/sh"]
         "mysql": f"""FROM {spec.busybox_image}
 COPY mysqlstandin /usr/local/bin/mysqlstandin
 RUN mkdir -p /var/lib/mysql /etc/mysql/conf.d /docker-entrypoint-initdb.d \\
- && for c in mysqld mysqladmin mysqldump; do ln -s mysqlstandin /usr/local/bin/$c; done
+ && for c in mysqld mysqladmin mysqldump mysql; do ln -s mysqlstandin /usr/local/bin/$c; done
 EXPOSE 3306
 CMD ["mysqld"]
 """,
