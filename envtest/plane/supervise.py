@@ -20,8 +20,8 @@ from envtest.plane.supervisor import (
     AlreadySupervised,
     PlaneState,
     hold_lock,
-    pid_alive,
     pid_start_time,
+    watch_owner,
 )
 from envtest.webhooks.conversion import (
     DEFAULT_PATH,
@@ -35,14 +35,6 @@ from envtest.webhooks.conversion import (
 class _Stop(BaseException):
     """Raised in the main thread by a signal while the plane is still starting (or building
     binaries): start() undoes itself on any BaseException, so nothing is left half-started."""
-
-
-def _watch_owner(owner_pid: int) -> None:
-    # A hard-killed pytest cannot stop us; notice it and stop ourselves, even mid start-up.
-    while pid_alive(owner_pid):
-        time.sleep(1.0)
-    print(f"owner {owner_pid} is gone; stopping", flush=True)
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     if args.owner_pid:
-        threading.Thread(target=_watch_owner, args=(args.owner_pid,), daemon=True).start()
+        threading.Thread(target=watch_owner, args=(args.owner_pid,), daemon=True).start()
 
     conversion: ConversionServer | None = None
     url, ca, crd_paths = "", b"", list(args.crd)

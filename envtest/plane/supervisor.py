@@ -25,16 +25,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol, TypeVar
 
 from envtest import commands
 from envtest.errors import EnvtestError, ProcessError, StartTimeout, UsageProblem
 
 STATE_FILE = "state.json"
 LOCK_FILE = "supervisor.lock"
+R = TypeVar("R")
 
 
 def clusters_root() -> Path:
@@ -152,7 +153,18 @@ def lock_held(state_dir: Path) -> bool:
         return False
 
 
-def _is_supervisor(state_dir: Path, state: PlaneState) -> bool:
+class Recorded(Protocol):
+    """What the liveness protocol needs of a state file: the recording process and its start time.
+    `PlaneState` and the detached conversion endpoint's state (`envtest.webhooks.detached`) both fit."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def pid_start(self) -> int: ...
+
+
+def _is_supervisor(state_dir: Path, state: Recorded) -> bool:
     """The lock is held and `state.pid` is still the process that was recorded (not a reused pid)."""
     if not lock_held(state_dir):
         return False
@@ -168,6 +180,23 @@ def read_state(state_dir: Path) -> PlaneState | None:
     except (FileNotFoundError, NotADirectoryError, ValueError, TypeError):
         return None
     return state if _is_supervisor(state_dir, state) else None
+
+
+def is_live(state_dir: Path, state: Recorded) -> bool:
+    """Whether `state`'s process still holds `state_dir`'s lock (for readers of other state files)."""
+    return _is_supervisor(state_dir, state)
+
+
+def watch_owner(owner_pid: int, *, interval: float = 1.0) -> None:
+    """Block until `owner_pid` is gone, then SIGTERM this process (run it in a daemon thread).
+
+    A hard-killed pytest cannot stop what it launched; this is how a detached process notices and
+    stops itself, even mid start-up (its SIGTERM handler decides what stopping means).
+    """
+    while pid_alive(owner_pid):
+        time.sleep(interval)
+    print(f"owner {owner_pid} is gone; stopping", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def differences(
@@ -292,6 +321,19 @@ def launch(
         owner_pid=owner_pid,
         conversion=conversion,
     )
+    return spawn(argv, state_dir, read_state, timeout=timeout, what="control plane")
+
+
+def spawn(
+    argv: Sequence[str],
+    state_dir: Path,
+    read: Callable[[Path], R | None],
+    *,
+    timeout: float,
+    what: str,
+) -> R:
+    """Start `argv` detached, logging to `<state_dir>/supervisor.log`, and wait until `read(state_dir)`
+    sees its live state; a child that exits or times out first raises with the log's tail."""
     log_path = state_dir / "supervisor.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -299,16 +341,16 @@ def launch(
         )  # its own session: Ctrl-C in the shell is not for it
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = read_state(state_dir)
+        state = read(state_dir)
         if state is not None:
             return state
         if proc.poll() is not None:
             raise ProcessError(
-                f"control plane supervisor exited with {proc.returncode}; log {log_path}:\n{_tail(log_path)}"
+                f"{what} supervisor exited with {proc.returncode}; log {log_path}:\n{_tail(log_path)}"
             )
         time.sleep(0.2)
     _stop_child(proc)
-    raise StartTimeout(f"control plane not ready after {timeout:.0f}s; log {log_path}:\n{_tail(log_path)}")
+    raise StartTimeout(f"{what} not ready after {timeout:.0f}s; log {log_path}:\n{_tail(log_path)}")
 
 
 def stop(state_dir: Path, *, timeout: float = 60.0) -> bool:
@@ -317,6 +359,11 @@ def stop(state_dir: Path, *, timeout: float = 60.0) -> bool:
     state = read_state(state_dir)
     if state is None:
         return False
+    return stop_recorded(state_dir, state, timeout=timeout)
+
+
+def stop_recorded(state_dir: Path, state: Recorded, *, timeout: float = 60.0) -> bool:
+    """SIGTERM the process recorded by `state` (a live one: see `is_live`), SIGKILL after `timeout`."""
     _signal_if_supervisor(state_dir, state, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -327,7 +374,7 @@ def stop(state_dir: Path, *, timeout: float = 60.0) -> bool:
     return True
 
 
-def _signal_if_supervisor(state_dir: Path, state: PlaneState, sig: signal.Signals) -> None:
+def _signal_if_supervisor(state_dir: Path, state: Recorded, sig: signal.Signals) -> None:
     # Checked right before the kill: the window for a pid to be reused in between is microseconds.
     if _is_supervisor(state_dir, state):
         with contextlib.suppress(ProcessLookupError):

@@ -18,7 +18,7 @@ from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
 from envtest.errors import ConfigError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
-from envtest.plugin import rbac, sweep
+from envtest.plugin import endpoint, rbac, sweep
 from envtest.plugin.settings import Settings
 from envtest.plugin.state import SHARED_DIR
 from envtest.webhooks import conversion
@@ -80,7 +80,8 @@ class ClusterSession:
         """Roles of the operator, created and bound in each test namespace (not at session start)."""
         self._cluster_rules: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._conversion: tuple[conversion.ConversionServer, str, bytes] | None = None
-        """This process's own conversion server (in-process and private planes): server, URL, CA."""
+        """This process's own conversion server (in-process planes, private planes, kind/existing with
+        ``-n 0``): server, URL, CA; stopped last in `finish()`."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -208,12 +209,50 @@ class ClusterSession:
         s = self.settings
         if not s.conversion_webhook:
             return None
-        # The supervisor imports the factory: give it our import path (rootdir first, as pytest's
+        return supervisor.Conversion(s.conversion_webhook, s.conversion_path, python_path=self._import_path())
+
+    def _import_path(self) -> tuple[str, ...]:
+        # A detached process imports the factory: give it our import path (rootdir first, as pytest's
         # rootdir conftest insertion would), or `pkg.module` may not resolve there.
         entries = [str(self.config.rootpath), *(p or os.getcwd() for p in sys.path)]
-        return supervisor.Conversion(
-            s.conversion_webhook, s.conversion_path, python_path=tuple(dict.fromkeys(entries))
+        return tuple(dict.fromkeys(entries))
+
+    def _in_process_conversion(self, host: str) -> tuple[str, bytes]:
+        """This process's own endpoint (URL, CA), started on first use; `finish()` stops it."""
+        s = self.settings
+        assert s.conversion_webhook
+        if self._conversion is None:
+            factory = conversion.load_factory(s.conversion_webhook)
+            tmp = self.config._tmp_path_factory.mktemp("envtest-conversion")  # type: ignore[attr-defined]
+            self._conversion = conversion.start_endpoint(
+                factory, tmp / "certs", host=host, path=s.conversion_path
+            )
+            self._progress(f"conversion webhook {s.conversion_webhook} serving at {self._conversion[1]}")
+        _, url, ca = self._conversion
+        return url, ca
+
+    def _run_conversion(self, cluster: Cluster) -> tuple[str, bytes] | None:
+        """URL and CA of the run's endpoint on a kind or existing cluster (see envtest.plugin.endpoint);
+        None without ``envtest_conversion_webhook``. Called under the run's lock."""
+        s = self.settings
+        if not s.conversion_webhook:
+            return None
+        try:
+            host = endpoint.reachable_host(cluster.backend, endpoint.explicit_host(self.config))
+        except ConfigError as exc:
+            raise ConfigError(f"envtest_conversion_webhook: {exc}") from None
+        if not self.is_xdist_worker:
+            return self._in_process_conversion(host)
+        state = endpoint.shared(
+            base_temp(self.config) / endpoint.STATE_DIR,
+            factory=s.conversion_webhook,
+            path=s.conversion_path,
+            host=host,
+            owner_pid=os.getppid(),  # the xdist controller: its finish() stops it, its death too
+            python_path=self._import_path(),
+            progress=self._progress,
         )
+        return state.url, state.ca.encode()
 
     def _plane_crds(self) -> list[Path]:
         """CRD paths for a plane this process starts: rewritten to convert through this process's
@@ -221,19 +260,19 @@ class ClusterSession:
         s = self.settings
         if not (s.conversion_webhook and s.crds):
             return list(s.crds)
-        if self._conversion is None:
-            factory = conversion.load_factory(s.conversion_webhook)
-            tmp = self.config._tmp_path_factory.mktemp("envtest-conversion")  # type: ignore[attr-defined]
-            self._conversion = conversion.start_endpoint(factory, tmp / "certs", path=s.conversion_path)
-            self._progress(f"conversion webhook {s.conversion_webhook} serving at {self._conversion[1]}")
-        _, url, ca = self._conversion
+        url, ca = self._in_process_conversion("127.0.0.1")
         dest = self.config._tmp_path_factory.mktemp("envtest-crds")  # type: ignore[attr-defined]
         return [conversion.write_crds(s.crds, url, ca, dest)]
 
     def _prepare(self, cluster: Cluster) -> None:
         """CRDs (local planes install them themselves, before the controller-manager) and RBAC."""
         if self.settings.crds and not isinstance(cluster, LocalCluster):
-            crds.install(cluster.session, cluster.server, self.settings.crds)
+            run_endpoint = self._run_conversion(cluster)
+            if run_endpoint is None:
+                crds.install(cluster.session, cluster.server, self.settings.crds)
+            else:  # every run, every worker: a reused cluster's CRDs point at an endpoint that is gone
+                url, ca = run_endpoint
+                conversion.install_crds(cluster.session, cluster.server, self._crd_docs, url, ca)
         for source, doc in self._session_rbac:
             objects.apply(cluster.session, cluster.server, doc, source=source)
 
@@ -288,6 +327,8 @@ class ClusterSession:
     def finish(self) -> None:
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
             supervisor.stop(base_temp(self.config) / SHARED_DIR)
+        if self.is_xdist_controller and self.settings.backend != "local":
+            endpoint.stop_shared(base_temp(self.config))  # kept or not: the cluster may stay, it may not
         created = base_temp(self.config) / KIND_CREATED
         if self.is_xdist_controller and self.settings.backend == "kind" and created.exists():
             if not self.settings.keep:  # workers never delete: one would pull it from under the others
@@ -316,11 +357,17 @@ class ClusterSession:
             from envtest import kind
 
             kubeconfig = s.kubeconfig or kind.kubeconfig_path(s.cluster_name)
-            return [
+            lines = [
                 f"envtest: kept kind cluster {s.cluster_name!r}; delete it with "
                 f"`{commands.envtest('kind', 'down', '--name', s.cluster_name)}`",
                 f"  export KUBECONFIG={shlex.quote(str(kubeconfig))}",
             ]
+            if s.conversion_webhook:
+                lines.append(
+                    "  its CRDs' conversion endpoint stopped with this run: reads at a non-storage "
+                    "version fail until the next run re-points them"
+                )
+            return lines
         if not s.keep or self.is_xdist_worker or s.backend != "local":
             return []
         state = supervisor.read_state(supervisor.clusters_root() / s.cluster_name)

@@ -81,7 +81,7 @@ INI_ONLY = (
     (
         "envtest_conversion_webhook",
         "string",
-        "conversion server factory as package.module:callable, run once per plane (local backend)",
+        "conversion server factory as package.module:callable, one endpoint per plane or run",
     ),
     (
         "envtest_conversion_path",
@@ -213,16 +213,16 @@ class Settings:
             raise UsageProblem(f"envtest_operator = {self.operator!r}: cannot import: {exc}") from exc
 
 
-def _check_conversion(spec: str | None, backend: str) -> None:
+def _check_conversion(spec: str | None, backend: str, host: str | None) -> None:
     """Import the factory now: a typo is a usage error before any plane starts, not a supervisor
-    that dies in the background with the reason only in its log."""
+    that dies in the background with the reason only in its log. On an existing cluster only the
+    user knows the address its apiserver reaches us at; without it the CRDs could not convert."""
     if not spec:
         return
-    if backend != "local":
-        # The server must outlive any one xdist worker and be reachable from the node; not wired yet.
-        raise UsageProblem(
-            f"envtest_conversion_webhook is supported on the local backend only, not yet on {backend}"
-        )
+    if backend == "existing" and not host:
+        from envtest.plugin.endpoint import missing_host
+
+        raise UsageProblem(f"envtest_conversion_webhook: {missing_host(backend)}")
     from envtest.webhooks.conversion import load_factory
 
     try:
@@ -264,7 +264,10 @@ def resolve(config: pytest.Config) -> Settings:
     loggers = tuple(config.getini("envtest_operator_loggers") or ())
     operator = config.getini("envtest_operator") or None
     conversion = config.getini("envtest_conversion_webhook") or None
-    _check_conversion(conversion, values["backend"])
+    if conversion:
+        from envtest.plugin.endpoint import explicit_host
+
+        _check_conversion(conversion, values["backend"], explicit_host(config))
     return Settings(
         backend=values["backend"],
         version=values["k8s-version"],

@@ -6,12 +6,13 @@ feet of every other test, so conversion is served by **one endpoint for the run*
 installed already pointing at it. This module is the library part of that; `install_crds` is what a
 backend that installs CRDs itself (kind, existing) calls, `write_crds` what a local plane is given.
 
-How the plugin runs it (`envtest.plugin.session`, `envtest.plane.supervise`):
+How the plugin runs it (`envtest.plugin.session`, `envtest.plane.supervise`, `envtest.plugin.endpoint`):
 
 1. ini ``envtest_conversion_webhook = package.module:factory``. ``factory(certs: ServingCerts)`` returns
-   a started server with ``url`` (``https://HOST:PORT``), ``ca_pem`` and ``stop()`` — e.g. the
-   operator's own webhook server, or a `WebhookServer` with its converters registered (one not yet
-   started is started by `start_endpoint`). The conversion path is ini ``envtest_conversion_path``
+   a started server listening on ``certs.host`` (bind what the certificate names: 127.0.0.1 locally, not
+   on kind) with ``url`` (``https://HOST:PORT``), ``ca_pem`` and ``stop()`` — e.g. the operator's own
+   webhook server, or a `WebhookServer` with its converters registered (one not yet started is started
+   by `start_endpoint`). The conversion path is ini ``envtest_conversion_path``
    (default ``/convert``); `start_endpoint` joins them.
 2. Local plane, ``-n 0``: the session makes certs for 127.0.0.1, calls the factory, then starts the
    ControlPlane with ``crds=[write_crds(paths, url, ca, dir)]``, so the CRDs never exist without their
@@ -25,9 +26,15 @@ How the plugin runs it (`envtest.plugin.session`, `envtest.plane.supervise`):
    (``crds.install``) replaces ``spec`` wholesale and would drop the conversion: every re-apply goes
    through `install_crds` with the plane's recorded url and CA, never the plain file. `repoint` is
    for an endpoint that moved (a test restarting its own server on a private plane).
-5. kind / existing: not wired yet (the plugin refuses the ini key there). The library part is ready:
-   a certificate for the address the node reaches (`docker_network_gateway`), `install_crds` instead of
-   ``crds.install``, and a server process that outlives the xdist worker that would start it.
+5. kind / existing (`envtest.plugin.endpoint`): one endpoint for the run. Certificate, URL and listen
+   address are the address the apiserver reaches this host at: the kind network's gateway
+   (`docker_network_gateway`), or ini ``envtest_webhook_host`` / ``ENVTEST_WEBHOOK_HOST`` (required on
+   existing: without it the key is a usage error). ``-n 0``: the session process runs the factory and
+   stops it after the sweep. xdist: the first worker launches `envtest.webhooks.detached` (the
+   supervisor's lock and owner watch, without a plane), owned by the controller, which stops it at its
+   session end. Every process installs the CRDs with `install_crds`, never ``crds.install``, so a cluster
+   that outlives the run (``--envtest-keep``, ``make kind-up``) is re-pointed at the new endpoint when the
+   next run starts; the endpoint itself never outlives its run.
 
 Conversion has no failurePolicy: while the endpoint is down, reads at a version other than the stored one
 fail (and so do list/watch at that version); tests of that belong on ``private_cluster``.

@@ -1,9 +1,11 @@
 """v1alpha1 and v1beta1 through a real apiserver and the operator's own conversion webhook.
 
-All on private planes: a CRD has one conversion endpoint, and the shared plane's CRD is installed
-with strategy None (no endpoint yet), where reading at the other version would relabel instead of
-convert. Each test serves `mysql_operator.webhooks` in-process with certificates for 127.0.0.1
-and installs the generated CRD pointing at it (`envtest.webhooks.install_crds`).
+The first test runs on the shared cluster of every backend: its CRD converts through the run's endpoint
+(ini `envtest_conversion_webhook`, on kind reached from the node at the docker network's gateway). The
+others are on private planes, because they count requests, re-install the CRD or change its storage
+version, which must not happen under the feet of other tests: each serves `mysql_operator.webhooks`
+in-process with certificates for 127.0.0.1 and installs the generated CRD pointing at it
+(`envtest.webhooks.install_crds`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,22 @@ def beta(name: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": body,
     }
+
+
+def test_the_shared_cluster_converts_through_the_runs_own_endpoint(cluster: Any, namespace: str) -> None:
+    s, api = cluster.session, cluster.server
+    crd = s.get(f"{api}/{crds.CRD_API}/{CRD_NAME}", timeout=10).json()
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook", "the run's CRDs must point at its endpoint"
+
+    def url(version: str, name: str = "") -> str:
+        return f"{api}/{GROUP}/{version}/namespaces/{namespace}/mysqlclusters" + (f"/{name}" if name else "")
+
+    # Stored at v1beta1: the create itself already goes through the endpoint.
+    made = s.post(url("v1alpha1"), json=alpha("shared", storageSize="3Gi"), timeout=30)
+    assert made.status_code == 201, made.text
+    hub = wait_converting(s, url("v1beta1", "shared"))
+    assert hub["spec"]["storage"] == {"size": "3Gi"} and "storageSize" not in hub["spec"]
+    assert wait_converting(s, url("v1alpha1", "shared"))["spec"]["storageSize"] == "3Gi"
 
 
 def test_created_at_v1alpha1_reads_at_v1beta1_and_back_without_loss(plane: Plane) -> None:

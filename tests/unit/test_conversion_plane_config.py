@@ -38,14 +38,6 @@ def test_unimportable_conversion_factory_is_a_usage_error_naming_the_key(
         new_session(_config(pytester, f"envtest_conversion_webhook = {value}\n"))
 
 
-def test_conversion_webhook_on_a_non_local_backend_is_refused_as_not_supported_yet(
-    pytester: pytest.Pytester,
-) -> None:
-    config = _config(pytester, "envtest_conversion_webhook = json:loads\n", "--envtest-backend=existing")
-    with pytest.raises(pytest.UsageError, match="local backend only, not yet on existing"):
-        new_session(config)
-
-
 def test_importable_factory_is_kept_with_the_default_path_or_the_configured_one(
     pytester: pytest.Pytester,
 ) -> None:

@@ -25,7 +25,7 @@ def test_console_script_and_supervisor_modules_run_with_this_python():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, func = scripts["envtest"].partition(":")
     assert callable(getattr(importlib.import_module(module), func))
-    for mod in ("envtest.cli", "envtest.plane.supervise", "envtest.pins"):
+    for mod in ("envtest.cli", "envtest.plane.supervise", "envtest.webhooks.detached", "envtest.pins"):
         out = subprocess.run(
             [sys.executable, "-m", mod, "--help"], capture_output=True, text=True, timeout=60
         )

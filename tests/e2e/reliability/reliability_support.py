@@ -62,7 +62,7 @@ class Scenario:
         self, api: Any, namespace: str, counter: RequestCounter | None, nodeid: str, *, scale: float = 1.0
     ) -> None:
         self.api, self.namespace, self.counter, self.nodeid = api, namespace, counter, nodeid
-        self.scale = scale
+        self.timeout_scale = scale
         """Timeouts are written for the local plane (kwok: pods Ready at once); on kind a kubelet starts
         real containers, so every wait here is stretched by the backend's factor (mysqlkit.Timeouts)."""
         self.names: list[str] = []
@@ -110,7 +110,7 @@ class Scenario:
         wanted = list(names or self.names)
         eventually(
             lambda: [self.running(n) for n in wanted],
-            timeout=timeout * self.scale,
+            timeout=timeout * self.timeout_scale,
             interval=0.1,
             description=f"{', '.join(wanted)} Running",
         )
@@ -157,13 +157,13 @@ class Scenario:
             left = [n for n in doomed if self.get(n) is not None]
             assert not left, f"still present (finalizer not removed?): {left}"
 
-        eventually(gone, timeout=timeout * self.scale, interval=0.1, description="clusters deleted")
+        eventually(gone, timeout=timeout * self.timeout_scale, interval=0.1, description="clusters deleted")
         self.names = [n for n in self.names if n not in doomed]
 
     def settle(self, quiet: float = 0.5, timeout: float = 15.0) -> None:
         """Wait until the operator has sent no request for `quiet` seconds (before a measurement)."""
         assert self.counter is not None, "settle() needs a request counter"
-        deadline = time.monotonic() + timeout * self.scale
+        deadline = time.monotonic() + timeout * self.timeout_scale
         last, since = self.counter.requests(), time.monotonic()
         while time.monotonic() - since < quiet:
             assert time.monotonic() < deadline, f"the operator never went quiet for {quiet}s"

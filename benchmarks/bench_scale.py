@@ -1,0 +1,455 @@
+"""N one-replica MySQLClusters to Running on one local plane: the floor, the reference operator, and
+its kopf and controller-runtime peers, in the same run.
+
+    python benchmarks/bench_scale.py [--sizes 100,300,1000] [--peers kopf,go] [--repeat 1] [--workers 2]
+
+One plane with every component (kwok makes pods Ready). For each N and each repeat, in an order that
+rotates with the repeat, each in a fresh namespace that is removed afterwards:
+
+* floor: the children the operator would make for N clusters (credentials Secret, headless and primary
+  Services, StatefulSet - built by the reference's own builders) created directly; seconds until every
+  StatefulSet is Ready. No operator can beat it: it is the plane's own pace.
+* reference, kopf, go: the implementation started as its own process scoped to the namespace and
+  ready, then N clusters created at once; seconds until every one is Running (timed with a watch),
+  that time over the floor's, kube-apiserver's `apiserver_request_total` delta for the kinds the
+  operator writes (counted as bench_requests.py counts: WATCH and events excluded, this script's own
+  creates and lists subtracted) per cluster, and the process's peak RSS (VmHWM) at the end.
+
+Before any scale number, each implementation passes benchmarks/peers/conformance.py in a namespace of
+its own; a failing one is still measured (if it converges at all) but reported as not counted.
+Writes benchmarks/results/scale.json: every raw sample, the checks, a summary, machine, date, commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import requests
+from bench_requests import WRITES, Key, apiserver_counts, ours
+from benchmeta import ROOT, run_metadata
+from mysql_operator import resources
+from peers import conformance, launch
+
+from envtest import ControlPlane, binaries
+
+RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
+RSS_GOAL_MB = 100.0
+"""The reference operator's peak RSS goal at 1000 clusters (issue 13)."""
+CREATE_THREADS = 8
+QUIET_TAIL = 3.0
+"""Seconds counted after the last cluster is Running: writes its last status write triggers."""
+CLUSTERS = "/apis/db.example.com/v1beta1/namespaces/{ns}/mysqlclusters"
+STATEFULSETS = "/apis/apps/v1/namespaces/{ns}/statefulsets"
+CHILD_PATHS = {
+    "Secret": "/api/v1/namespaces/{ns}/secrets",
+    "Service": "/api/v1/namespaces/{ns}/services",
+    "StatefulSet": STATEFULSETS,
+}
+Obj = dict[str, Any]
+
+
+def cluster_body(i: int) -> Obj:
+    spec = {"replicas": 1, "storage": {"size": "1Gi"}}
+    return {
+        "apiVersion": "db.example.com/v1beta1",
+        "kind": "MySQLCluster",
+        "metadata": {"name": f"db{i:04d}"},
+        "spec": spec,
+    }
+
+
+def floor_children(i: int, namespace: str) -> list[Obj]:
+    """What the operator makes for cluster i, without the owner (there is none to collect them)."""
+    cluster = {**cluster_body(i), "metadata": {"name": f"db{i:04d}", "namespace": namespace, "uid": "none"}}
+    children = [
+        resources.credentials_secret(cluster),
+        resources.headless_service(cluster),
+        resources.primary_service(cluster),
+        resources.statefulset(cluster),
+    ]
+    for child in children:
+        child["metadata"].pop("ownerReferences", None)
+    return children
+
+
+def running(obj: Obj) -> bool:
+    return (obj.get("status") or {}).get("phase") == "Running"
+
+
+def sts_ready(obj: Obj) -> bool:
+    return (obj.get("status") or {}).get("readyReplicas") == 1
+
+
+def wait_all(
+    session: requests.Session,
+    url: str,
+    done: Callable[[Obj], bool],
+    n: int,
+    timeout: float,
+    alive: Callable[[], bool],
+) -> Counter[str]:
+    """Block until `n` objects at `url` are `done`, by a list then a watch (exact, and no polling load
+    that grows with N); returns how many LISTs and WATCHes it made, to subtract from the apiserver's
+    counts. Raises TimeoutError, or RuntimeError when `alive()` turns false."""
+    deadline = time.monotonic() + timeout
+    state: dict[str, bool] = {}
+    rv, made = "", Counter[str]()
+    while True:
+        if not rv:
+            listing = session.get(url, timeout=120).json()
+            made["LIST"] += 1
+            state = {o["metadata"]["name"]: done(o) for o in listing["items"]}
+            rv = listing["metadata"]["resourceVersion"]
+        count = sum(state.values())
+        if count >= n:
+            return made
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"{count} of {n} done after {timeout:.0f}s")
+        if not alive():
+            raise RuntimeError(f"the implementation exited; {count} of {n} done")
+        # Short watches, so a dead operator or the deadline is noticed within seconds.
+        params = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "10"}
+        made["WATCH"] += 1
+        with session.get(url, params=params, stream=True, timeout=(10, 60)) as response:
+            for line in response.iter_lines():
+                if not line:
+                    continue
+                event = json.loads(line)
+                obj = event["object"]
+                if event["type"] == "ERROR":  # 410 Gone: relist
+                    rv = ""
+                    break
+                rv = obj["metadata"]["resourceVersion"]
+                if event["type"] == "BOOKMARK":
+                    continue
+                name = obj["metadata"]["name"]
+                was = state.get(name, False)
+                now = event["type"] != "DELETED" and done(obj)
+                state[name] = now
+                count += int(now) - int(was)
+                if count >= n:
+                    return made
+
+
+def post_all(session: requests.Session, bodies: list[tuple[str, Obj]]) -> None:
+    with ThreadPoolExecutor(CREATE_THREADS) as pool:
+        codes = list(pool.map(lambda pb: session.post(pb[0], json=pb[1], timeout=60).status_code, bodies))
+    bad = sorted({c for c in codes if c != 201})
+    if bad:
+        raise RuntimeError(f"{len([c for c in codes if c != 201])} creates failed: HTTP {bad}")
+
+
+class Plane:
+    """The plane's admin session plus namespace set-up and clean-up."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane, self.session, self.server = plane, plane.admin_session(), plane.server
+
+    def create_namespace(self, name: str) -> None:
+        body = {"metadata": {"name": name}}
+        self.session.post(f"{self.server}/api/v1/namespaces", json=body, timeout=30).raise_for_status()
+
+    def remove_namespace(self, name: str, timeout: float) -> bool:
+        """Strip finalizers no operator will remove (it is stopped by now), delete, wait until gone."""
+        base = self.server + CLUSTERS.format(ns=name)
+        items = self.session.get(base, timeout=120).json().get("items", [])
+        patch = {"metadata": {"finalizers": None}}
+        headers = {"Content-Type": "application/merge-patch+json"}
+        stuck = [o["metadata"]["name"] for o in items if o["metadata"].get("finalizers")]
+        with ThreadPoolExecutor(CREATE_THREADS) as pool:
+            list(
+                pool.map(
+                    lambda n: self.session.patch(f"{base}/{n}", json=patch, headers=headers, timeout=60),
+                    stuck,
+                )
+            )
+        self.session.delete(f"{self.server}/api/v1/namespaces/{name}", timeout=60)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.session.get(f"{self.server}/api/v1/namespaces/{name}", timeout=30).status_code == 404:
+                return True
+            time.sleep(1.0)
+        print(
+            f"warning: namespace {name} still terminating after {timeout:.0f}s", file=sys.stderr, flush=True
+        )
+        return False
+
+
+def measure_floor(p: Plane, n: int, namespace: str) -> Obj:
+    p.create_namespace(namespace)
+    try:
+        bodies = [
+            (p.server + CHILD_PATHS[c["kind"]].format(ns=namespace), c)
+            for i in range(n)
+            for c in floor_children(i, namespace)
+        ]
+        began = time.monotonic()
+        post_all(p.session, bodies)
+        url = p.server + STATEFULSETS.format(ns=namespace)
+        wait_all(p.session, url, sts_ready, n, timeout=120 + n, alive=lambda: True)
+        return {"seconds": round(time.monotonic() - began, 2)}
+    finally:
+        p.remove_namespace(namespace, timeout=300 + n)
+
+
+def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], launch.Operator]) -> Obj:
+    p.create_namespace(namespace)
+    op = start(namespace)
+    try:
+        ready = op.wait_ready()
+        before = apiserver_counts(p.session, p.server)
+        url = p.server + CLUSTERS.format(ns=namespace)
+        began = time.monotonic()
+        post_all(p.session, [(url, cluster_body(i)) for i in range(n)])
+        made = wait_all(p.session, url, running, n, timeout=120 + 2 * n, alive=op.alive)
+        seconds = time.monotonic() - began
+        time.sleep(QUIET_TAIL)
+        after = apiserver_counts(p.session, p.server)
+        rss = op.peak_rss_mb()
+    finally:
+        code = op.stop()
+        p.remove_namespace(namespace, timeout=300 + n)
+    own: Counter[Key] = Counter()
+    own[("POST", "db.example.com", "mysqlclusters", "")] += n
+    for verb, count in made.items():
+        own[(verb, "db.example.com", "mysqlclusters", "")] += count
+    delta = {k: after[k] - before.get(k, 0) - own.get(k, 0) for k in after if ours(k)}
+    # Our last watch may be counted only after the snapshot: a WATCH count can come out one short.
+    delta = {k: v for k, v in delta.items() if v > 0 or (v and k[0] != "WATCH")}
+    total = sum(v for k, v in delta.items() if k[0] != "WATCH")
+    writes = sum(v for k, v in delta.items() if k[0] in WRITES)
+    return {
+        "seconds": round(seconds, 2),
+        "operator_ready_seconds": round(ready, 2),
+        "requests_per_cluster": round(total / n, 2),
+        "writes_per_cluster": round(writes / n, 2),
+        "peak_rss_mb": rss,
+        "exit_code": code,
+        "by_verb_and_resource": {
+            " ".join(x for x in (k[0], k[2], k[3]) if x): v for k, v in sorted(delta.items())
+        },
+    }
+
+
+def check(p: Plane, impl: str, start: Callable[[str], launch.Operator]) -> Obj:
+    namespace = f"check-{impl}"
+    p.create_namespace(namespace)
+    op = start(namespace)
+    try:
+        op.wait_ready()
+        result = conformance.run(p.session, p.server, namespace)
+    except Exception as exc:  # an implementation that cannot even start fails its checks
+        result = {"passed": False, "checks": {"start": f"fail: {' '.join(str(exc).split())[:1500]}"}}
+    finally:
+        op.stop()
+        p.remove_namespace(namespace, timeout=300)
+    if not result["passed"]:
+        print(f"{impl} failed its checks; log tail:\n{op.tail()}", file=sys.stderr, flush=True)
+    return result
+
+
+def summarize(samples: list[Obj], impls: list[str], counted: dict[str, bool]) -> list[Obj]:
+    """Per N: medians over repeats, ratios against the floor and against the reference."""
+    rows = []
+    for n in sorted({s["n"] for s in samples}):
+        of = {
+            i: [s for s in samples if s["n"] == n and s["implementation"] == i and "error" not in s]
+            for i in impls
+        }
+        med = {i: statistics.median(s["seconds"] for s in of[i]) if of[i] else None for i in impls}
+        row: Obj = {"n": n, "floor_seconds": med.get("floor")}
+        for impl in impls:
+            if impl == "floor" or not of[impl]:
+                continue
+            entry: Obj = {"seconds": med[impl], "counted": counted.get(impl, False)}
+            for key in ("requests_per_cluster", "writes_per_cluster"):
+                entry[key] = statistics.median(s[key] for s in of[impl])
+            rss = [s["peak_rss_mb"] for s in of[impl] if s["peak_rss_mb"] is not None]
+            entry["peak_rss_mb"] = max(rss) if rss else None
+            entry["over_floor"] = ratio(med[impl], med.get("floor"))
+            row[impl] = entry
+        ref = row.get("reference")
+        for impl in impls:
+            if impl in ("floor", "reference") or impl not in row or not ref:
+                continue
+            row[impl]["vs_reference"] = {
+                k: ratio(row[impl][k], ref[k])
+                for k in ("seconds", "requests_per_cluster", "writes_per_cluster", "peak_rss_mb")
+            }
+        rows.append(row)
+    return rows
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
+COLUMNS = (  # heading, width, format, what
+    ("seconds", 8, ".2f", lambda row, e: e["seconds"]),
+    ("x floor", 8, ".2f", lambda row, e: e["over_floor"]),
+    ("x ref", 6, ".2f", lambda row, e: (e.get("vs_reference") or {}).get("seconds", 1.0)),
+    ("req/cl", 7, ".2f", lambda row, e: e["requests_per_cluster"]),
+    ("wr/cl", 6, ".2f", lambda row, e: e["writes_per_cluster"]),
+    ("peak MB", 8, ".1f", lambda row, e: e["peak_rss_mb"]),
+)
+
+
+def table(rows: list[Obj], impls: list[str]) -> str:
+    """The summary as text: one line per N and implementation, the floor first."""
+    head = f"{'N':>5}  {'':<10}" + "".join(f" {h:>{w}}" for h, w, _f, _g in COLUMNS) + "  counted"
+    lines = [head, "-" * len(head)]
+    for row in rows:
+        floor = {"seconds": row["floor_seconds"], "over_floor": 1.0, "vs_reference": {"seconds": None}}
+        for impl in impls:
+            e = floor if impl == "floor" else row.get(impl)
+            if e is None:
+                continue
+            cells = []
+            for _h, width, spec, get in COLUMNS:
+                value = get(row, e) if impl != "floor" or _h in ("seconds", "x floor") else None
+                cells.append(f" {'-' if value is None else format(value, spec):>{width}}")
+            counted = "" if impl == "floor" else "  yes" if e["counted"] else "  NO (failed its checks)"
+            lines.append(f"{row['n']:>5}  {impl:<10}" + "".join(cells) + counted)
+    return "\n".join(lines)
+
+
+def go_module_version(module: str) -> str | None:
+    """The version gomysql's go.mod requires (`require` blocks and one-line requires alike)."""
+    for line in (launch.PEERS / "gomysql" / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if module in parts:
+            return parts[parts.index(module) + 1]
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100,300,1000", help="comma-separated cluster counts")
+    parser.add_argument("--peers", default="kopf,go", help="subset of kopf,go; '' for the reference alone")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per N and implementation")
+    parser.add_argument("--workers", type=int, default=2, help="concurrent reconciles, every implementation")
+    args = parser.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    peers = [x.strip() for x in args.peers.split(",") if x.strip()]
+    unknown = set(peers) - {"kopf", "go"}
+    if unknown or not sizes or args.repeat < 1:
+        parser.error(
+            f"--peers: unknown {sorted(unknown)} (valid: kopf, go)"
+            if unknown
+            else "--sizes/--repeat must be positive"
+        )
+    impls = ["reference", *peers]
+    go_binary = launch.build_go("gomysql") if "go" in peers else None
+    result: Obj = {
+        **run_metadata(),
+        "kubernetes": binaries.k8s_version(),
+        "settings": {
+            "sizes": sizes,
+            "repeat": args.repeat,
+            "workers": args.workers,
+            "create_threads": CREATE_THREADS,
+        },
+        "implementations": implementations(impls),
+        "samples": [],
+    }
+    log_dir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    print(f"operator logs: {log_dir}", file=sys.stderr, flush=True)
+    with ControlPlane(crds=[ROOT / "api" / "crd"], progress=lambda _m: None) as cp:
+        p = Plane(cp)
+
+        def starter(impl: str) -> Callable[[str], launch.Operator]:
+            return lambda ns: launch.start(
+                impl,
+                kubeconfig=cp.kubeconfig,
+                namespace=ns,
+                workers=args.workers,
+                log_dir=log_dir,
+                go_binary=go_binary,
+            )
+
+        for impl in impls:
+            outcome = check(p, impl, starter(impl))
+            result["implementations"][impl]["checks"] = outcome
+            print(f"checks {impl}: {json.dumps(outcome['checks'])}", file=sys.stderr, flush=True)
+        counted = {i: result["implementations"][i]["checks"]["passed"] for i in impls}
+        measurable = ["floor"] + [
+            i for i in impls if result["implementations"][i]["checks"]["checks"].get("converges") == "pass"
+        ]
+        for n in sizes:
+            for r in range(args.repeat):
+                # The order rotates with the repeat, so no implementation always runs first.
+                for impl in measurable[r % len(measurable) :] + measurable[: r % len(measurable)]:
+                    sample = measure(p, impl, n, r, starter(impl))
+                    if impl != "floor":
+                        sample["counted"] = counted[impl]
+                    print(json.dumps(sample), file=sys.stderr, flush=True)
+                    result["samples"].append(sample)
+    rows = summarize(result["samples"], ["floor", *impls], counted)
+    result["summary"] = rows
+    at_1000 = next((r.get("reference") for r in rows if r["n"] == 1000), None)
+    result["goal"] = {
+        "reference_peak_rss_mb_at_1000": {
+            "goal": RSS_GOAL_MB,
+            "measured": (at_1000 or {}).get("peak_rss_mb"),
+            "met": None
+            if not at_1000 or at_1000["peak_rss_mb"] is None
+            else at_1000["peak_rss_mb"] <= RSS_GOAL_MB,
+        },
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(rows, ["floor", *impls]))
+    measured = result["goal"]["reference_peak_rss_mb_at_1000"]["measured"]
+    print(
+        f"reference peak RSS at 1000 clusters: {measured} MB (goal <= {RSS_GOAL_MB:.0f} MB)"
+        if measured is not None
+        else "reference peak RSS at 1000 clusters: not measured in this run (add 1000 to --sizes)"
+    )
+    return 0
+
+
+def measure(p: Plane, impl: str, n: int, repeat: int, start: Callable[[str], launch.Operator]) -> Obj:
+    """One sample; a run that times out or whose operator dies is recorded with its error."""
+    namespace = f"scale-{impl}-{n}-{repeat}"
+    sample: Obj = {"implementation": impl, "n": n, "repeat": repeat}
+    try:
+        if impl == "floor":
+            sample.update(measure_floor(p, n, namespace))
+        else:
+            sample.update(measure_operator(p, n, namespace, start))
+    except (TimeoutError, RuntimeError, requests.RequestException) as exc:
+        sample["error"] = " ".join(str(exc).split())[:1000]
+    return sample
+
+
+def implementations(impls: list[str]) -> Obj:
+    described = {
+        "reference": lambda: {"runs": "python -m mysql_operator run", "framework": "pykube-ng"},
+        "kopf": lambda: {
+            "runs": "python -m kopf run -m kopfmysql.handlers",
+            "framework": f"kopf {version('kopf')}",
+        },
+        "go": lambda: {
+            "runs": "benchmarks/peers/gomysql (go build)",
+            "framework": f"controller-runtime {go_module_version('sigs.k8s.io/controller-runtime')}",
+        },
+    }
+    return {i: described[i]() for i in impls}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

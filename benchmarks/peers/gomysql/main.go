@@ -1,0 +1,100 @@
+// Command gomysql is the reference MySQLCluster operator's reconciler ported to controller-runtime:
+// the Go peer of benchmarks/bench_scale.py.
+//
+//	gomysql --kubeconfig K [--namespace NS] [--workers 2] [--health-addr 127.0.0.1:PORT]
+//
+// Like the reference: one controller For(MySQLCluster) that Owns(StatefulSet, Service, CronJob),
+// informers on our children only (label managed-by=mysql-operator), the credentials Secret cached
+// as metadata only, PVCs, Pods and Jobs read from the apiserver, no client-side rate limit.
+// /readyz answers 200 once every informer has synced.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/go-logr/logr/funcr"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	klabels "k8s.io/apimachinery/pkg/labels"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+func main() {
+	namespace := flag.String("namespace", "", "watch only this namespace (default: all)")
+	workers := flag.Int("workers", 2, "concurrent reconciles")
+	health := flag.String("health-addr", "127.0.0.1:8081", "/healthz and /readyz address")
+	flag.Parse() // --kubeconfig is controller-runtime's own flag
+	ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
+
+	ours := klabels.SelectorFromSet(klabels.Set{managedBy: operatorName})
+	secrets := &metav1.PartialObjectMetadata{}
+	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	cached := []client.Object{newCluster(), &appsv1.StatefulSet{}, &corev1.Service{}, &batchv1.CronJob{}, secrets}
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
+	for _, obj := range cached[1:] {
+		// Only our children: a stranger of a child's name is found by the create's AlreadyExists.
+		opts.ByObject[obj] = cache.ByObject{Label: ours}
+	}
+	if *namespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{*namespace: {}}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 clientgoscheme.Scheme,
+		Cache:                  opts,
+		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: *health,
+	})
+	if err != nil {
+		fail(err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("mysqlcluster").
+		For(newCluster()).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&batchv1.CronJob{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).
+		Complete(&Reconciler{Client: mgr.GetClient(), reader: mgr.GetAPIReader()})
+	if err != nil {
+		fail(err)
+	}
+	synced := func(req *http.Request) error {
+		for _, obj := range cached {
+			inf, err := mgr.GetCache().GetInformer(req.Context(), obj, cache.BlockUntilSynced(false))
+			if err != nil {
+				return err
+			}
+			if !inf.HasSynced() {
+				return errors.New("informers not synced")
+			}
+		}
+		return nil
+	}
+	if err := mgr.AddReadyzCheck("informers", synced); err != nil {
+		fail(err)
+	}
+	if err := mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }); err != nil {
+		fail(err)
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil && !errors.Is(err, context.Canceled) {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "gomysql:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,1 @@
+"""The reference MySQLCluster reconciler on kopf (see handlers.py)."""

@@ -1,0 +1,123 @@
+"""Each MySQLCluster implementation of the scale benchmark as its own process: start, ready, memory, stop.
+
+    reference  python -m mysql_operator run            (operator/mysql_operator)
+    kopf       python -m kopf run -m kopfmysql.handlers (benchmarks/peers/kopfmysql)
+    go         gomysql                                   (benchmarks/peers/gomysql, controller-runtime)
+
+All three are scoped to one namespace, get the plane's admin kubeconfig, run the same number of
+concurrent reconciles, serve no metrics, and are ready when their health endpoint answers 200 (for
+the reference and the Go peer that means every informer has synced; kopf's liveness endpoint answers
+once its root tasks run).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from envtest import binaries
+from envtest.plane.ports import free_port
+
+PEERS = Path(__file__).resolve().parent
+IMPLEMENTATIONS = ("reference", "kopf", "go")
+
+
+def build_go(name: str) -> Path:
+    """`go build` of benchmarks/peers/<name> into the binaries cache, as bench_start.py builds its peer:
+    modules from the Go module proxy, the local toolchain only, a static binary."""
+    out = binaries.cache_root().parent / "peers" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    print(f"building benchmarks/peers/{name} (go build)", file=sys.stderr, flush=True)
+    subprocess.run(["go", "build", "-o", str(out), "."], cwd=PEERS / name, env=env, check=True)
+    return out
+
+
+@dataclass
+class Operator:
+    """One running implementation; `stop()` always leaves no process behind."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    ready_url: str
+    log: Path
+
+    def wait_ready(self, timeout: float = 60.0) -> float:
+        """Seconds from now until the health endpoint answers 200; raises with the log tail."""
+        began = time.monotonic()
+        while time.monotonic() - began < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                if requests.get(self.ready_url, timeout=2).status_code == 200:
+                    return time.monotonic() - began
+            except requests.RequestException:
+                pass  # not listening yet
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s:\n{self.tail()}")
+
+    def peak_rss_mb(self) -> float | None:
+        """VmHWM: the most resident memory the process ever had (kernel-kept, so no sampling gaps)."""
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            return None
+        return None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, grace: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def start(
+    name: str, *, kubeconfig: Path, namespace: str, workers: int, log_dir: Path, go_binary: Path | None
+) -> Operator:
+    port = free_port()
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    if name == "reference":
+        argv = [sys.executable, "-m", "mysql_operator", "run", "--kubeconfig", str(kubeconfig)]
+        argv += ["--namespace", namespace, "--workers", str(workers), "--metrics-port", "0"]
+        argv += ["--health-port", str(port), "--log-level", "warning"]
+        url = f"http://127.0.0.1:{port}/readyz"
+    elif name == "kopf":
+        argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--quiet", "--namespace", namespace]
+        argv += ["--liveness", f"http://127.0.0.1:{port}/healthz", "-m", "kopfmysql.handlers"]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PEERS), env.get("PYTHONPATH")]))
+        env["KOPF_MYSQL_WORKERS"] = str(workers)
+        url = f"http://127.0.0.1:{port}/healthz"
+    elif name == "go":
+        if go_binary is None:
+            raise ValueError("the go peer needs its binary (build_go)")
+        argv = [str(go_binary), "--kubeconfig", str(kubeconfig), "--namespace", namespace]
+        argv += ["--workers", str(workers), "--health-addr", f"127.0.0.1:{port}"]
+        url = f"http://127.0.0.1:{port}/readyz"
+    else:
+        raise ValueError(f"unknown implementation {name!r}; valid: {', '.join(IMPLEMENTATIONS)}")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}-{namespace}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return Operator(name, proc, url, log)

@@ -1,0 +1,126 @@
+"""benchmarks/bench_scale.py's pure parts, and the kopf peer's children against the reference's builders.
+
+The live conformance check (benchmarks/peers/conformance.py) compares every peer's children with the
+reference on a real plane; this pins the kopf peer's builders without one, for specs the check does
+not create (resources, storage class, time zone).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from mysql_operator import resources
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    # The benchmarks are scripts that import their siblings (benchmeta, peers.*) from their folder.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module("bench_scale")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+@pytest.fixture(scope="module")
+def kopf_children() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+    try:
+        return importlib.import_module("kopfmysql.children")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks" / "peers"))
+
+
+def cluster(spec: dict[str, Any]) -> dict[str, Any]:
+    meta = {"name": "db", "namespace": "ns", "uid": "u-1", "generation": 1}
+    return {"apiVersion": "db.example.com/v1beta1", "kind": "MySQLCluster", "metadata": meta, "spec": spec}
+
+
+SPECS = {
+    "minimal": {"replicas": 1, "storage": {"size": "1Gi"}},
+    "full": {
+        "replicas": 3,
+        "version": "8.4.3",
+        "storage": {"size": "20Gi", "storageClassName": "fast"},
+        "resources": {"cpu": "500m", "memory": "1Gi"},
+        "backup": {
+            "enabled": True,
+            "schedule": {"cron": "@daily", "timeZone": "Europe/Berlin"},
+            "retentionDays": 3,
+        },
+    },
+}
+BUILDERS = [
+    "headless_service",
+    "primary_service",
+    "statefulset",
+    "backup_pvc",
+    "backup_cronjob",
+    "final_backup_job",
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=list(SPECS))
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_kopf_peer_builds_the_reference_children(kopf_children: ModuleType, builder: str, spec: str) -> None:
+    obj = cluster(SPECS[spec])
+    assert getattr(kopf_children, builder)(obj) == getattr(resources, builder)(obj)
+
+
+def test_kopf_peer_secret_is_the_reference_secret_with_its_own_password(kopf_children: ModuleType) -> None:
+    obj = cluster(SPECS["minimal"])
+    ours, reference = kopf_children.credentials_secret(obj), resources.credentials_secret(obj)
+    assert ours.pop("stringData").keys() == reference.pop("stringData").keys()
+    assert ours == reference
+
+
+def test_floor_children_are_the_operator_children_without_an_owner(bench: ModuleType) -> None:
+    children = bench.floor_children(7, "ns")
+    assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
+        ("Secret", "db0007-credentials"),
+        ("Service", "db0007-headless"),
+        ("Service", "db0007-primary"),
+        ("StatefulSet", "db0007-mysql"),
+    ]
+    assert not any("ownerReferences" in c["metadata"] for c in children)
+
+
+def sample(impl: str, seconds: float, **extra: Any) -> dict[str, Any]:
+    base = {"requests_per_cluster": 7.0, "writes_per_cluster": 7.0, "peak_rss_mb": 50.0}
+    return {"implementation": impl, "n": 10, "repeat": 0, "seconds": seconds, **base, **extra}
+
+
+def test_summary_takes_medians_and_ratios_against_floor_and_reference(bench: ModuleType) -> None:
+    samples = [
+        {"implementation": "floor", "n": 10, "repeat": 0, "seconds": 2.0},
+        sample("reference", 4.0),
+        sample("reference", 6.0, repeat=1),
+        sample("go", 2.5, peak_rss_mb=25.0),
+        sample("kopf", 0.0, error="timed out"),  # failed runs stay out of the medians
+    ]
+    (row,) = bench.summarize(samples, ["floor", "reference", "kopf", "go"], {"reference": True, "go": False})
+    assert row["floor_seconds"] == 2.0
+    assert row["reference"]["seconds"] == 5.0
+    assert row["reference"]["over_floor"] == 2.5
+    assert row["go"]["vs_reference"]["seconds"] == 0.5
+    assert row["go"]["vs_reference"]["peak_rss_mb"] == 0.5
+    assert row["go"]["counted"] is False
+    assert "kopf" not in row
+    text = bench.table([row], ["floor", "reference", "kopf", "go"])
+    assert "NO (failed its checks)" in text.splitlines()[-1]
+
+
+def test_go_peer_version_is_read_from_its_go_mod(bench: ModuleType) -> None:
+    assert bench.go_module_version("sigs.k8s.io/controller-runtime").startswith("v0.")
+
+
+def test_cli_rejects_an_unknown_peer(bench: ModuleType) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--peers", "rust"])
