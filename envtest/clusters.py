@@ -8,6 +8,7 @@ identity an operator under test runs as (so its RBAC is exercised on every backe
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from pathlib import Path
@@ -103,10 +104,7 @@ class Cluster:
         )
         if resp.status_code != 201:
             raise EnvtestError(f"TokenRequest for {namespace}/{service_account}: {resp.text[:300]}")
-        admin = yaml.safe_load(self.kubeconfig.read_text())
-        context_name = self.context or admin["current-context"]
-        context = next(c["context"] for c in admin["contexts"] if c["name"] == context_name)
-        cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])
+        cluster = copy.deepcopy(self._kubeconfig_cluster)
         user = f"system:serviceaccount:{namespace}:{service_account}"
         config: dict[str, Any] = {
             "apiVersion": "v1",
@@ -123,6 +121,15 @@ class Cluster:
             "current-context": "identity",
         }
         return write_kubeconfig(path, config)
+
+    @functools.cached_property
+    def _kubeconfig_cluster(self) -> dict[str, Any]:
+        """The `clusters` entry of the admin kubeconfig's context: the server and its CA, which every
+        identity kubeconfig repeats (read once: parsing it cost a few ms per operator start)."""
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        context_name = self.context or admin["current-context"]
+        context = next(c["context"] for c in admin["contexts"] if c["name"] == context_name)
+        return next(c for c in admin["clusters"] if c["name"] == context["cluster"])
 
     def close(self) -> None:
         if "pykube" in self.__dict__:

@@ -4,7 +4,6 @@ manifests, and listing/deleting the custom resources of a namespace."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -87,27 +86,6 @@ def namespaced_url(server: str, path: str, namespace: str) -> str:
     """`apis/<group>/<version>/<plural>` in `namespace`: `…/<version>/namespaces/<ns>/<plural>`."""
     prefix, plural = path.rsplit("/", 1)
     return f"{server}/{prefix}/namespaces/{namespace}/{plural}"
-
-
-def delete_custom_resources(
-    session: requests.Session, server: str, namespace: str, paths: list[str], *, wait: float = 0.0
-) -> list[str]:
-    """Delete every custom resource of `paths` in `namespace`; with `wait`, wait that long for them to
-    be gone (finalizers processed). Returns the names still present."""
-    for path in paths:
-        url = namespaced_url(server, path, namespace)
-        for item in _items(session, url):
-            session.delete(f"{url}/{item['metadata']['name']}", timeout=10)
-    deadline = time.monotonic() + wait
-    while True:
-        left = [
-            f"{p.rsplit('/', 1)[1]}/{i['metadata']['name']}"
-            for p in paths
-            for i in _items(session, namespaced_url(server, p, namespace))
-        ]
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.2)
 
 
 def strip_finalizers(session: requests.Session, server: str, namespace: str, paths: list[str]) -> None:

@@ -4,18 +4,22 @@ operator stopped → namespace deleted without waiting)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import secrets
 import time
 import warnings
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from envtest import objects
 from envtest.errors import EnvtestError, FinalizerStuck
-from envtest.plugin import artifacts, rbac
+from envtest.plugin import artifacts, rbac, watches
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
@@ -26,6 +30,11 @@ if TYPE_CHECKING:
 OPERATOR_SERVICE_ACCOUNT = "envtest-operator"
 TEARDOWN_WAIT = 60.0
 """Seconds teardown waits for the operator to process the finalizers of the test's resources."""
+
+T = TypeVar("T")
+
+_SHARED_ROLES: weakref.WeakKeyDictionary[Cluster, set[str]] = weakref.WeakKeyDictionary()
+"""Per cluster, the shared ClusterRoles this process has applied there (see `operator_kubeconfig`)."""
 
 
 class TestContext:
@@ -42,6 +51,8 @@ class TestContext:
         """The test's fault proxy (the `faults` fixture): operators started later talk through it."""
         self.artifacts: Path | None = None
         self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
+        self._grants: dict[str, set[str]] = {}  # namespace → URLs of cluster-scoped grants made for it
+        self._swept: dict[str, watches.ViewRV] = {}  # namespace → views of its last custom-resource sweep
 
     # -- namespaces -----------------------------------------------------------------------------------
 
@@ -58,37 +69,55 @@ class TestContext:
         self._clusters[name] = cluster
         if cluster.has_controllers:
             self._wait_default_service_account(cluster, name)
-        _timing("namespace_create", began)
+        _timing("namespace_create", began, self.nodeid)
         return name
 
     def _wait_default_service_account(self, cluster: Cluster, name: str, timeout: float = 30.0) -> None:
-        # Pods are rejected until the serviceaccount controller has made `default`.
-        url = f"{cluster.server}/api/v1/namespaces/{name}/serviceaccounts/default"
-        deadline = time.monotonic() + timeout
-        while cluster.session.get(url, timeout=10).status_code != 200:
-            if time.monotonic() > deadline:
-                raise EnvtestError(f"namespace {name}: default ServiceAccount missing after {timeout:.0f}s")
-            time.sleep(0.05)
+        # Pods are rejected until the serviceaccount controller has made `default`. Usually it has
+        # by now (one read); else a watch returns the moment it does, where a poll added half its
+        # interval.
+        url = f"{cluster.server}/api/v1/namespaces/{name}/serviceaccounts"
+        if cluster.session.get(f"{url}/default", timeout=10).status_code == 200:
+            return
+        if not watches.wait_for_object(cluster.session, url, "default", timeout):
+            raise EnvtestError(f"namespace {name}: default ServiceAccount missing after {timeout:.0f}s")
 
     def release_namespace(self, cluster: Cluster, name: str) -> None:
         began = time.monotonic()
-        # Whatever the operator fixture did not delete: nobody processes finalizers any more.
-        objects.delete_custom_resources(cluster.session, cluster.server, name, self.session.cr_paths)
-        objects.strip_finalizers(cluster.session, cluster.server, name, self.session.cr_paths)
-        # Background: the next test must not wait for this namespace to finalize.
-        cluster.session.delete(
-            f"{cluster.server}/api/v1/namespaces/{name}", json={"propagationPolicy": "Background"}, timeout=10
-        )
+        calls: list[Callable[[], object]] = [
+            # Background: the next test must not wait for this namespace to finalize. Meanwhile the
+            # namespace controller deletes what is in it, as the call below does.
+            functools.partial(
+                cluster.session.delete,
+                f"{cluster.server}/api/v1/namespaces/{name}",
+                json={"propagationPolicy": "Background"},
+                timeout=10,
+            ),
+            functools.partial(self._release_custom_resources, cluster, name),
+        ]
         # The operator's cluster-wide grants made for this namespace (see operator_kubeconfig).
-        rbac.delete_labelled(cluster.session, cluster.server, f"{rbac.NAMESPACE_LABEL}={name}")
-        _timing("namespace_delete", began)
+        calls += [
+            functools.partial(cluster.session.delete, url, timeout=10) for url in self._grants.pop(name, ())
+        ]
+        _concurrently(calls)
+        _timing("namespace_delete", began, self.nodeid)
+
+    def _release_custom_resources(self, cluster: Cluster, name: str) -> None:
+        # Whatever the operator fixture did not delete: nobody processes finalizers any more. After
+        # that fixture's sweep, a view no older than its own is enough (and served at once). Done
+        # alongside the namespace's deletion: deleting and unblocking objects of a terminating
+        # namespace is allowed, and it ends the same way, with nothing left.
+        swept = watches.delete_custom_resources(
+            cluster.session, cluster.server, name, self.session.cr_paths, seen=self._swept.pop(name, None)
+        )
+        watches.strip_finalizers(cluster.session, cluster.server, name, swept.remaining)
 
     # -- the operator ---------------------------------------------------------------------------------
 
     def start_operator(
         self, cluster: Cluster, namespace: str, factory: Any, name: str = "operator"
     ) -> OperatorRunner:
-        from envtest.plugin.runner import OperatorRunner
+        from envtest.plugin.runner import OperatorRunner, api_factory_for
 
         began = time.monotonic()
         kubeconfig = self.operator_kubeconfig(cluster, namespace)
@@ -100,21 +129,28 @@ class TestContext:
         self.operator_logs.append(log_path)
         runner = OperatorRunner(
             factory,
-            lambda: cluster.new_pykube_from(kubeconfig),
+            api_factory_for(kubeconfig),
             namespace=namespace,
             log_path=log_path,
             loggers=self.session.settings.operator_loggers or None,
         )
         runner.start()
-        _timing("operator_start", began)
+        _timing("operator_start", began, self.nodeid)
         return runner
 
     def operator_kubeconfig(self, cluster: Cluster, namespace: str) -> Path:
         """ServiceAccount `envtest-operator` in `namespace`, granted only the operator's RBAC: its
         ClusterRole in `namespace`, that role's cluster-scoped rules cluster-wide, its Roles in
-        `namespace` (see `envtest.plugin.rbac`)."""
+        `namespace` (see `envtest.plugin.rbac`).
+
+        The ServiceAccount, its token and every binding are this test's; only the ClusterRole of the
+        cluster-scoped rules, the same for every namespace, is shared by this process's tests on a
+        cluster (made once, swept with the process's other leftovers). None of these writes needs
+        another's result, so they go out together: the identity is ready after the slowest, not
+        after their sum."""
         sa = {"service_account": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace}
         docs: list[dict[str, Any]] = []
+        new_shared: str | None = None
         clusterrole = self.session.operator_clusterrole()
         if clusterrole is not None:
             docs.append(
@@ -128,15 +164,21 @@ class TestContext:
             )
             rules = self.session.cluster_scoped_rules(cluster, clusterrole)
             if rules:
+                # One per process and cluster, named and labelled for the process: its sweep finds it.
+                shared = "-".join(
+                    (OPERATOR_SERVICE_ACCOUNT, clusterrole, self.session.run_id, self.session.worker)
+                )
+                if shared not in _SHARED_ROLES.get(cluster, ()):
+                    docs.append(rbac.cluster_role(shared, rules, self.session.labels))
+                    new_shared = shared
                 name = f"{OPERATOR_SERVICE_ACCOUNT}-{namespace}"
                 labels = {**self.session.labels, rbac.NAMESPACE_LABEL: namespace}
-                docs.append(rbac.cluster_role(name, rules, labels))
                 docs.append(
                     rbac.binding(
                         "ClusterRoleBinding",
                         name,
                         role_kind="ClusterRole",
-                        role_name=name,
+                        role_name=shared,
                         labels=labels,
                         **sa,
                     )
@@ -153,11 +195,25 @@ class TestContext:
                     **sa,
                 )
             )
-        for doc in docs:
-            objects.apply(cluster.session, cluster.server, doc, url=rbac.url_of(cluster.server, doc))
-        return cluster.identity_kubeconfig(
-            namespace, OPERATOR_SERVICE_ACCOUNT, self.log_dir() / f"{namespace}.kubeconfig"
+        path = self.log_dir() / f"{namespace}.kubeconfig"
+        calls: list[Callable[[], object]] = [
+            # First: two round trips in a row (ServiceAccount, then its token), the longest path.
+            functools.partial(cluster.identity_kubeconfig, namespace, OPERATOR_SERVICE_ACCOUNT, path)
+        ]
+        calls += [
+            functools.partial(
+                objects.apply, cluster.session, cluster.server, doc, url=rbac.url_of(cluster.server, doc)
+            )
+            for doc in docs
+        ]
+        # Recorded first: whatever part of the batch landed, release_namespace deletes it.
+        self._grants.setdefault(namespace, set()).update(
+            rbac.url_of(cluster.server, d) for d in docs if d["kind"] == "ClusterRoleBinding"
         )
+        _concurrently(calls)
+        if new_shared is not None:
+            _SHARED_ROLES.setdefault(cluster, set()).add(new_shared)
+        return path
 
     def stop_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:
         """Failures found here (a finalizer never removed, a crash, an operator that will not stop)
@@ -167,13 +223,15 @@ class TestContext:
             self.faults.clear()  # the faults belong to the test body, not to the cleanup of its CRs
         try:
             if runner.namespace and not runner.errors:
-                left = objects.delete_custom_resources(
+                swept = watches.delete_custom_resources(
                     cluster.session,
                     cluster.server,
                     runner.namespace,
                     self.session.cr_paths,
                     wait=TEARDOWN_WAIT,
                 )
+                self._swept[runner.namespace] = swept.seen
+                left = swept.left
                 if left:
                     # A warning, so suites choose: `filterwarnings = error::envtest.errors.FinalizerStuck`
                     # makes it fail the test (this repo does), as the bug it usually is.
@@ -192,7 +250,7 @@ class TestContext:
                 self.collect_artifacts()
                 raise
             finally:
-                _timing("operator_teardown", began)
+                _timing("operator_teardown", began, self.nodeid)
         if runner.errors:
             self.collect_artifacts()
         runner.check()
@@ -218,9 +276,29 @@ class TestContext:
         return path
 
 
-def _timing(what: str, began: float) -> None:
-    """Per-test overhead, appended as JSON lines to $ENVTEST_TIMINGS (benchmarks read it)."""
+def _concurrently(calls: list[Callable[[], T]]) -> list[T]:
+    """Run independent API calls at once (each is a round trip, mostly waiting); their results in
+    order. Every call finishes before this returns; the first failure, in order, is raised.
+    Not for calls that themselves call this: they could wait for threads they occupy."""
+    if len(calls) < 2:
+        return [call() for call in calls]
+    futures = [_pool().submit(call) for call in calls]
+    wait(futures)
+    return [future.result() for future in futures]
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    # One for the process: starting fresh threads for every batch cost more than the batch saved
+    # on a busy machine. Idle, its threads only wait on a queue.
+    return ThreadPoolExecutor(max_workers=16, thread_name_prefix="envtest-api")
+
+
+def _timing(what: str, began: float, test: str) -> None:
+    """Per-test overhead, appended as JSON lines to $ENVTEST_TIMINGS (benchmarks read it; `test`
+    lets them add up the parts of one test)."""
     target = os.environ.get("ENVTEST_TIMINGS")
     if target:
-        with open(target, "a") as fh:
-            fh.write(json.dumps({"what": what, "seconds": round(time.monotonic() - began, 4)}) + "\n")
+        record = {"what": what, "seconds": round(time.monotonic() - began, 4), "test": test}
+        with open(target, "a") as fh:  # one short write per line: xdist workers may share the file
+            fh.write(json.dumps(record) + "\n")

@@ -8,8 +8,10 @@ From the manifests of `envtest_operator_rbac`:
   operator under test must not get (it would hide a missing namespace scope);
 - each Role (leader election on a Lease, get/update limited by resourceNames, …) is re-created in the
   test namespace and bound there.
-Cluster-scoped objects carry the run's labels and the test namespace's, so teardown and the session
-sweep find them.
+The derived ClusterRole depends on the manifests only, not on the namespace: one per process and
+cluster serves every test (`envtest.plugin.context`), labelled for the process so its session sweep
+finds it. Everything that grants is per test: the bindings, of that test's ServiceAccount. The
+ClusterRoleBinding also carries the test namespace's label; teardown deletes it by name.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ escapes the operator's own threads lands in `errors` and fails the test that own
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -27,6 +28,29 @@ class OperatorLike(Protocol):
 ApiFactory = Callable[[], Any]
 OperatorFactory = Callable[..., OperatorLike]
 """Called as `factory(api_factory, namespace=…)`; returns an unstarted operator."""
+
+
+def api_factory_for(kubeconfig: Path, *, timeout: float = 30.0) -> ApiFactory:
+    """New pykube-ng clients (each with its own session) for `kubeconfig`, as
+    `Cluster.new_pykube_from` makes them, from one reading of the file: an operator asks for one per
+    informer and more, and pykube-ng's own loader re-parses the YAML for each (most of the CPU an
+    operator start costs)."""
+    import pykube
+    import yaml
+
+    from envtest.loopback import no_proxy_for_loopback
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: 10x faster
+    doc = yaml.load(kubeconfig.read_text(), Loader=loader)
+
+    def new_client() -> Any:
+        config = pykube.KubeConfig(copy.deepcopy(doc))  # pykube-ng may rewrite parts of its doc
+        config.filepath = kubeconfig  # what relative certificate paths resolve against
+        client = pykube.HTTPClient(config, timeout=timeout)
+        no_proxy_for_loopback(client.session, str(client.url))
+        return client
+
+    return new_client
 
 
 class ThreadOperator:

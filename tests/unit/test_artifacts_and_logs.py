@@ -3,12 +3,15 @@ operator log holding every logger's records but the harness's."""
 
 from __future__ import annotations
 
+import base64
 import logging
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from envtest.plugin.artifacts import LAST_APPLIED, REDACTED, redact
-from envtest.plugin.runner import OperatorRunner
+from envtest.plugin.runner import OperatorRunner, api_factory_for
 
 SECRET_ITEM = {  # as an item of a list response: no kind, no apiVersion
     "metadata": {
@@ -80,3 +83,32 @@ def test_envtest_operator_loggers_narrows_the_capture(tmp_path: Path) -> None:
     log = (tmp_path / "op.log").read_text()
     assert "reconciling in detail" in log
     assert "handler succeeded" not in log
+
+
+def test_api_factory_reads_the_kubeconfig_once_and_gives_each_caller_its_own_session(tmp_path: Path) -> None:
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n").decode()
+    path = tmp_path / "identity.kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {"server": "https://127.0.0.1:6443", "certificate-authority-data": ca},
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": "t0ken"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "ns"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    new_client = api_factory_for(path)
+    path.unlink()  # read once, up front: an operator asks for a client per informer, and more
+    first, second = new_client(), new_client()
+    assert first.session is not second.session, "one session per caller: long watches exhaust a pool"
+    assert str(first.url) == "https://127.0.0.1:6443"
+    assert first.config.user["token"] == "t0ken" and first.config.namespace == "ns"
+    assert first.timeout == 30.0

@@ -165,6 +165,55 @@ def test_expired_watch_relists_with_synthetic_deletes_and_updates(run: Any) -> N
     assert informer.get(Key("ns/b")) is None
 
 
+def test_first_list_is_served_from_the_watch_cache_and_relists_are_quorum_reads(run: Any) -> None:
+    # resourceVersion=0 spares the wait for an etcd progress notification (up to 0.1 s per kind);
+    # after an expired watch, only a quorum list may stand in for the events that were missed.
+    api = FakeApi(
+        [
+            list_response([obj("a", "1")], rv="5"),
+            FakeResponse(lines=[expired()]),
+            list_response([obj("a", "1")], rv="9"),
+        ]
+    )
+    informer, _ = run(api)
+    wait_for(lambda: informer.relists == 2, what="the relist")
+    lists = [c["params"] for c in api.calls if "watch" not in c["params"]]
+    assert lists[0] == {"limit": "500", "resourceVersion": "0"}
+    assert lists[1] == {"limit": "500"}
+
+
+def test_continue_pages_of_the_first_list_carry_no_resource_version(run: Any) -> None:
+    first = list_response([obj("a", "1")], rv="5")
+    first._body["metadata"]["continue"] = "token"  # type: ignore[index]
+    api = FakeApi([first, list_response([obj("b", "2")], rv="5")])
+    _, recorder = run(api, page_size=1)
+    recorder.wait(2)
+    assert api.calls[0]["params"]["resourceVersion"] == "0"
+    assert "resourceVersion" not in api.calls[1]["params"], "the apiserver refuses both with continue"
+
+
+def test_on_sync_is_called_once_when_has_synced_already_says_so() -> None:
+    api = FakeApi(
+        [
+            list_response([obj("a", "1")], rv="5"),
+            FakeResponse(lines=[expired()]),
+            list_response([obj("a", "1")], rv="9"),
+        ]
+    )
+    seen: list[bool] = []
+    holder: list[Informer] = []
+    informer = Informer(
+        pykube.ConfigMap, lambda: api, backoff_base=0.001, on_sync=lambda: seen.append(holder[0].has_synced())
+    )
+    holder.append(informer)
+    informer.start()
+    try:
+        wait_for(lambda: informer.relists == 2, what="the relist")
+    finally:
+        informer.stop(timeout=2)
+    assert seen == [True], "once (not on relists), and only after has_synced() turned true"
+
+
 def test_http_410_on_the_watch_request_relists(run: Any) -> None:
     gone = FakeResponse(status=410, body={"kind": "Status", "code": 410})
     api = FakeApi([list_response([], rv="5"), gone, list_response([obj("a", "6")], rv="6")])

@@ -13,7 +13,9 @@ from mysql_operator.runtime.controller import Controller
 from mysql_operator.runtime.fence import Fenced
 from mysql_operator.runtime.leader import format_micro_time
 from mysql_operator.runtime.manager import WRITE_VERBS, Manager, ManagerError, ManagerOptions
+from mysql_operator.runtime.metrics import ProbeServer
 from mysql_operator.runtime.types import Key, Result
+from prometheus_client import CollectorRegistry
 from runtime_fakes import FakeApiServer, wait_for
 
 
@@ -414,3 +416,19 @@ def test_sustained_denial_fails_healthz(server: FakeApiServer, managers: list[Ma
         informer._denied_since = time.monotonic() - 1.0
     assert manager.denied() == ["ConfigMap"]
     assert scrape(manager.health_address, "/healthz").status_code == 503
+
+
+def test_probe_server_close_does_not_wait_out_its_poll_interval() -> None:
+    # Every manager.stop() closes one: shutdown() alone waited up to the poll interval (0.2 s).
+    server = ProbeServer("127.0.0.1", 0, CollectorRegistry(), lambda: True, lambda: True)
+    server._thread = threading.Thread(  # a poll so long that only a wake-up can end it in time
+        target=server._server.serve_forever, kwargs={"poll_interval": 30.0}, daemon=True
+    )
+    server.start()
+    assert scrape(server.address, "/healthz").status_code == 200
+    started = time.monotonic()
+    server.close()
+    assert time.monotonic() - started < 5.0
+    assert not server._thread.is_alive()
+    with pytest.raises(requests.ConnectionError):
+        scrape(server.address, "/healthz")

@@ -1,13 +1,19 @@
 """Informer: a local cache of one kind, kept current by list + watch, with event handlers.
 
 Protocol with the apiserver (what client-go's reflector does, minus the watch cache tricks):
-list (paged, quorum read) → watch from the list's resourceVersion with `allowWatchBookmarks=true`
+list (paged) → watch from the list's resourceVersion with `allowWatchBookmarks=true`
 and a server-side `timeoutSeconds`, each event and bookmark advancing the resourceVersion we resume
 from. An expired resourceVersion arrives as HTTP 200 and then a watch event of type ERROR whose
 object is a Status with code 410 (pykube-ng's `watch()` hides it in the resource class, hence the
 hand-rolled GET here): we relist and deliver synthetic DELETED events for objects that vanished
 meanwhile and MODIFIED for changed ones. A dropped or timed-out connection resumes from the last
 resourceVersion, so no event is lost.
+
+The first list asks for `resourceVersion=0`, as the reflector does: the apiserver answers from its
+watch cache at once. A quorum list (no resourceVersion) waits until that cache has caught up with
+etcd, and for a kind with no recent writes that takes an etcd progress notification, requested on a
+100 ms tick (apiserver >= 1.31): most of a per-test operator's start. What the cache has not seen yet
+arrives on the watch that follows. Relists after an expired watch are quorum reads, as in client-go.
 
 Bounded blocking: a read never waits longer than `watch_timeout + 10` s, and `stop()` shuts down the
 socket under a blocked read from the stopping thread so the reader returns at once. Each informer
@@ -92,6 +98,7 @@ class Informer:
         backoff_base: float = 0.2,
         backoff_max: float = 30.0,
         on_crash: Callable[[BaseException], None] | None = None,
+        on_sync: Callable[[], None] | None = None,
     ) -> None:
         self.kind = kind
         self.namespace = namespace if issubclass(kind, NamespacedAPIObject) else None
@@ -113,6 +120,7 @@ class Informer:
         self.handlers: list[Handler] = []
         self._api_factory = api_factory
         self._on_crash = on_crash
+        self._on_sync = on_sync  # called once, after the first list's events: waiters need no poll
         self._lock = threading.Lock()  # guards the fields below, not the handlers' work
         self._store: dict[Key, dict[str, Any]] = {}  # key -> latest object; replaced whole by a relist
         self._rv: str | None = None  # where a watch resumes: last list, event or bookmark
@@ -244,6 +252,8 @@ class Informer:
     def _relist(self) -> None:
         items: list[dict[str, Any]] = []
         params: dict[str, str] = {"limit": str(self.page_size)}
+        if not self.relists:
+            params["resourceVersion"] = "0"  # the first list: from the watch cache (see the module doc)
         rv: str | None = None
         while True:
             response = self._request(params, read_timeout=60.0)
@@ -264,6 +274,7 @@ class Informer:
             if not meta.get("continue"):
                 break
             params["continue"] = meta["continue"]
+            params.pop("resourceVersion", None)  # the token carries it; the apiserver refuses both
         self._replace(items, rv)
 
     def _replace(self, items: list[dict[str, Any]], rv: str | None) -> None:
@@ -282,7 +293,10 @@ class Informer:
         events.extend(("DELETED", obj, obj) for key, obj in old.items() if key not in new)
         for event_type, obj, previous in events:
             self._deliver(event_type, obj, previous)
-        self._synced.set()
+        if not self._synced.is_set():
+            self._synced.set()
+            if self._on_sync is not None:
+                self._on_sync()
 
     def _watch_once(self) -> bool:
         """One watch request; True when it was healthy (delivered something or lasted a while)."""

@@ -125,6 +125,7 @@ class Manager:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._started = threading.Event()  # start() may return: synced, or standing by
+        self._start_news = threading.Event()  # start() should look again: started, crashed or stopping
         self._elected_once = threading.Event()  # the first election step has happened
         self._stop_lock = threading.Lock()  # serialises stop() from a crash and from the owner
         self._stop_deadline = 0.0
@@ -238,6 +239,7 @@ class Manager:
             self._stop_deadline = time.monotonic() + timeout
             self._stopping.set()
             self._wake.set()
+            self._start_news.set()
             for thread in (self._supervisor, self._election):
                 if thread is not None and thread is not threading.current_thread():
                     thread.join(self._remaining())
@@ -310,20 +312,27 @@ class Manager:
         self._election.start()
 
     def _wait_started(self) -> None:
+        # Woken by whatever settles it (synced, standing by, a crash, a stop): no poll to wait out.
         deadline = time.monotonic() + self.options.start_timeout
-        while not self._started.wait(0.05):
+        while True:
+            self._start_news.clear()  # before looking, so news that comes while we look is kept
+            if self._started.is_set():
+                return
             if self.errors:
                 raise ManagerError("a runtime thread crashed during start()") from self.errors[0]
             if self._stopping.is_set():
                 raise ManagerError("manager stopped during start()")
-            if time.monotonic() > deadline:
-                with self._lock:
-                    pending = [k.kind for k, i in self._informers.items() if not i.has_synced()]
-                raise ManagerError(
-                    f"manager not started after {self.options.start_timeout:.0f}s; "
-                    f"informers not synced: {', '.join(pending) or 'none'} (is the apiserver reachable, "
-                    "and may this identity list and watch them?)"
-                )
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                self._start_news.wait(remaining)
+                continue
+            with self._lock:
+                pending = [k.kind for k, i in self._informers.items() if not i.has_synced()]
+            raise ManagerError(
+                f"manager not started after {self.options.start_timeout:.0f}s; "
+                f"informers not synced: {', '.join(pending) or 'none'} (is the apiserver reachable, "
+                "and may this identity list and watch them?)"
+            )
 
     # -- runtime threads ------------------------------------------------------------------------
 
@@ -365,7 +374,7 @@ class Manager:
                 elif not wanted and self._in_term:
                     self._stop_term()
                 if not wanted and self._elected_once.is_set():
-                    self._started.set()  # standing by counts as started
+                    self._set_started()  # standing by counts as started
                 self._wake.wait(0.5)
         except BaseException as exc:
             self._crash(exc)
@@ -383,6 +392,7 @@ class Manager:
                         namespace=self.options.namespace,
                         watch_timeout=self.options.watch_timeout,
                         on_crash=self._crash,
+                        on_sync=self._wake.set,
                         **self._informer_options.get(kind, {}),  # type: ignore[arg-type]
                     )
         with self._lock:
@@ -393,16 +403,23 @@ class Manager:
         for informer in informers.values():
             informer.start()
         # Workers wait for a full cache, as in controller-runtime: a reconciler reading the cache
-        # must not mistake "not listed yet" for "does not exist".
-        while not all(i.has_synced() for i in informers.values()):
-            if not self._wanted():
-                return
-            self._stopping.wait(0.05)
+        # must not mistake "not listed yet" for "does not exist". Each informer's sync, a stop and
+        # a change of leadership set _wake; the re-set below hands on a wake-up this loop consumed.
+        try:
+            while True:
+                self._wake.clear()
+                if all(i.has_synced() for i in informers.values()):
+                    break
+                if not self._wanted():
+                    return
+                self._wake.wait(1.0)
+        finally:
+            self._wake.set()
         term = self.fence.open()
         for controller in self._controllers:
             controller.start(term)
         self._running = True
-        self._started.set()
+        self._set_started()
         log.info(
             "manager %s: %d controller(s) running, %d informer(s) synced",
             self.identity,
@@ -427,6 +444,10 @@ class Manager:
         # now may the lease be released (stop()) or another term begin.
         self.fence.close()
 
+    def _set_started(self) -> None:
+        self._started.set()
+        self._start_news.set()
+
     def _remaining(self) -> float:
         return max(self._stop_deadline - time.monotonic(), 0.0)
 
@@ -434,6 +455,7 @@ class Manager:
         log.error("manager: %s crashed; stopping", threading.current_thread().name, exc_info=exc)
         with self._lock:
             self.errors.append(exc)
+        self._start_news.set()
         if not self._stopping.is_set():
             # stop() joins the runtime threads, so it cannot run on the one that crashed.
             threading.Thread(target=self.stop, name="manager-crash-stop", daemon=True).start()

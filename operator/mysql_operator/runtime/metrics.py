@@ -6,7 +6,9 @@ raises on duplicate names, and tests run several managers in one process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -162,7 +164,13 @@ class ProbeServer:
 
     def close(self) -> None:
         if self._thread.is_alive():
-            self._server.shutdown()
+            # shutdown() alone waits out serve_forever's poll_interval (0.1 s on average, every
+            # manager.stop()); shutting the listening socket down wakes its select() at once.
+            stopper = threading.Thread(target=self._server.shutdown, name="probe-server-stop", daemon=True)
+            stopper.start()
+            with contextlib.suppress(OSError):  # already shut: the poll ends it all the same
+                self._server.socket.shutdown(socket.SHUT_RDWR)
+            stopper.join(timeout=2.0)
         self._server.server_close()
         self._thread.join(timeout=2.0)
 
