@@ -72,11 +72,25 @@ def install(
 ) -> list[dict[str, Any]]:
     """Create each CRD, or update it in place if it exists; then wait until every one is
     Established and every served version is listed by discovery (what clients actually need)."""
-    loaded = load(paths)
-    installed = [_apply(session, server, path, crd) for path, crd in loaded]
-    for (path, _), crd in zip(loaded, installed, strict=True):
-        wait_ready(session, server, crd, timeout=timeout, source=path)
-    return installed
+    applied = apply(session, server, paths)
+    wait_all_ready(session, server, applied, timeout=timeout)
+    return [crd for _, crd in applied]
+
+
+def apply(
+    session: requests.Session, server: str, paths: Sequence[str | Path]
+) -> list[tuple[Path, dict[str, Any]]]:
+    """Create or update each CRD without waiting; (source file, the apiserver's answer) of each."""
+    return [(path, _apply(session, server, path, crd)) for path, crd in load(paths)]
+
+
+def wait_all_ready(
+    session: requests.Session, server: str, applied: Sequence[tuple[Path, dict[str, Any]]], *, timeout: float
+) -> None:
+    """`wait_ready` for each of `apply`'s results, within one deadline."""
+    deadline = time.monotonic() + timeout
+    for path, crd in applied:
+        wait_ready(session, server, crd, timeout=max(deadline - time.monotonic(), 1.0), source=path)
 
 
 def uninstall(
@@ -107,7 +121,10 @@ def _apply(session: requests.Session, server: str, path: Path, crd: dict[str, An
         }
         resp = session.put(f"{server}/{CRD_API}/{name}", json=update, timeout=30)
     if resp.status_code not in (200, 201):
-        raise CRDError(f"{path}: CRD {name} rejected by the apiserver ({resp.status_code}): {_message(resp)}")
+        raise CRDError(
+            f"{path}: CRD {name} rejected by the apiserver ({resp.status_code}): {_message(resp)}",
+            status=resp.status_code,
+        )
     return resp.json()
 
 
@@ -119,6 +136,7 @@ def wait_ready(
     versions = [v["name"] for v in crd["spec"]["versions"] if v.get("served", True)]
     deadline = time.monotonic() + timeout
     missing: list[str] = ["Established"]
+    polls = 0
     while time.monotonic() < deadline:
         live = session.get(f"{server}/{CRD_API}/{name}", timeout=10).json()
         conditions = {c["type"]: c for c in (live.get("status") or {}).get("conditions") or []}
@@ -130,7 +148,9 @@ def wait_ready(
                 missing.append(f"discovery of {group}/{version}")
         if not missing:
             return
-        time.sleep(0.1)
+        # Usually established within a few hundred ms: look often at first, then back off.
+        time.sleep(min(0.1, 0.01 * 2 ** min(polls, 4)))
+        polls += 1
     where = f"{source}: " if source else ""
     raise CRDError(f"{where}CRD {name} not ready after {timeout:.0f}s; waiting for: {', '.join(missing)}")
 

@@ -34,6 +34,11 @@ class StopError(EnvtestError):
 class CRDError(EnvtestError):
     """A CRD file is invalid or the CRD did not become Established/served; the message names the file."""
 
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The apiserver's HTTP status when it refused the CRD; None for errors found before sending."""
+
 
 class UsageProblem(ConfigError):
     """A bad pytest option, ini value or file named in them; the plugin turns it into pytest.UsageError."""

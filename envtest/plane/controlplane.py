@@ -24,7 +24,7 @@ import requests
 import urllib3
 
 from envtest import binaries, crds
-from envtest.errors import ConfigError, StartTimeout, StopError
+from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
 from envtest.pki import CertificateAuthority, service_account_key
@@ -138,9 +138,7 @@ class ControlPlane:
             self._write_pki()
             self._start_apiserver(paths[APISERVER], wait=False)
             self.processes[ETCD].wait_ready()
-            self.processes[APISERVER].wait_ready()
-            if self.crd_paths:
-                crds.install(self.admin_session(), self.server, self.crd_paths)
+            self._install_crds_early()
             if KCM in self.components:
                 self._start_controller_manager(paths[KCM])
             if SCHEDULER in self.components:
@@ -302,6 +300,32 @@ class ControlPlane:
 
     def _apiserver_ready(self) -> bool:
         return self.admin_session().get(f"{self.server}/readyz", timeout=2).status_code == 200
+
+    def _apiserver_serves_crds(self) -> bool:
+        url = f"{self.server}/{crds.CRD_API}?limit=1"
+        return self.admin_session().get(url, timeout=2).status_code == 200
+
+    def _install_crds_early(self) -> None:
+        """kube-apiserver serves CRDs about 1.5 s before /readyz: its post-start hooks (RBAC's
+        bootstrap roles, priority classes) run after it listens, and the admin (system:masters)
+        needs none of them. CRDs created then are named and established meanwhile, so the start
+        waits for the later of the two instead of their sum; ready still means /readyz ok and
+        every CRD Established and served by discovery."""
+        apiserver = self.processes[APISERVER]
+        if not self.crd_paths:
+            apiserver.wait_ready()
+            return
+        apiserver.wait_ready(until=self._apiserver_serves_crds)
+        session = self.admin_session()
+        try:
+            applied = crds.apply(session, self.server, self.crd_paths)
+        except CRDError as exc:
+            if exc.status is None or exc.status < 500:
+                raise  # the CRD itself is refused: the same answer after /readyz
+            apiserver.wait_ready()  # not quite serving yet (5xx): the ordinary order
+            applied = crds.apply(session, self.server, self.crd_paths)
+        apiserver.wait_ready()
+        crds.wait_all_ready(session, self.server, applied, timeout=30.0)
 
     def _start_controller_manager(self, binary: Path) -> None:
         kubeconfig, pki, port = self._component_kubeconfig(KCM), self.workdir / "pki", free_port()

@@ -121,13 +121,14 @@ class ManagedProcess:
                 self._reap_locked()  # exited on its own since; clean its group up before reusing
             self._spawn_locked()
 
-    def wait_ready(self) -> None:
-        """Wait until ``ready()`` is true; on any failure (timeout, exit, Ctrl-C) the process is stopped."""
+    def wait_ready(self, until: Callable[[], bool] | None = None) -> None:
+        """Wait until ``ready()`` is true (or ``until()``, an earlier stage of start-up, when given);
+        on any failure (timeout, exit, Ctrl-C) the process is stopped."""
         proc = self._proc
         if proc is None:
             raise ProcessError(f"{self.name} was not spawned")
         try:
-            self._wait_ready(proc)
+            self._wait_ready(proc, until or self.ready)
         except BaseException as exc:
             try:
                 self.stop()
@@ -188,11 +189,11 @@ class ManagedProcess:
         _register(self)
         return proc
 
-    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+    def _wait_ready(self, proc: subprocess.Popen[bytes], ready: Callable[[], bool] | None) -> None:
         started = time.monotonic()
         deadline = started + self.start_timeout
         last_error: Exception | None = None
-        if self.ready is None:
+        if ready is None:
             return  # checking poll() here would race a process that exits at once; be deterministic
         while True:
             code = proc.poll()
@@ -204,7 +205,7 @@ class ManagedProcess:
                     f"last log lines:\n{self.log_tail()}"
                 )
             try:
-                if self.ready():
+                if ready():
                     return
                 last_error = None
             except Exception as exc:  # a refused connection or a 503 is just "not yet"
