@@ -83,24 +83,37 @@ class TestContext:
             raise EnvtestError(f"namespace {name}: default ServiceAccount missing after {timeout:.0f}s")
 
     def release_namespace(self, cluster: Cluster, name: str) -> None:
+        """Release `name` after the test. What other tests could see goes at once: the operator's
+        cluster-wide grants made for it (see operator_kubeconfig). What is inside the namespace is
+        invisible to them, so on the session's cluster that part runs in the background (see
+        `envtest.plugin.releases`); on a private plane it runs at once (the plane is about to stop)."""
         began = time.monotonic()
-        calls: list[Callable[[], object]] = [
-            # Background: the next test must not wait for this namespace to finalize. Meanwhile the
-            # namespace controller deletes what is in it, as the call below does.
-            functools.partial(
-                cluster.session.delete,
-                f"{cluster.server}/api/v1/namespaces/{name}",
-                json={"propagationPolicy": "Background"},
-                timeout=10,
-            ),
-            functools.partial(self._release_custom_resources, cluster, name),
-        ]
-        # The operator's cluster-wide grants made for this namespace (see operator_kubeconfig).
-        calls += [
-            functools.partial(cluster.session.delete, url, timeout=10) for url in self._grants.pop(name, ())
-        ]
-        _concurrently(calls)
+        _concurrently(
+            [functools.partial(cluster.session.delete, url, timeout=10) for url in self._grants.pop(name, ())]
+        )
+        release = functools.partial(self._release_namespace, cluster, name)
+        if cluster is self.private:
+            release()
+        else:
+            self.session.releases.submit(name, release)
         _timing("namespace_delete", began, self.nodeid)
+
+    def _release_namespace(self, cluster: Cluster, name: str) -> None:
+        began = time.monotonic()
+        _concurrently(
+            [
+                # Background: nobody waits for this namespace to finalize. Meanwhile the namespace
+                # controller deletes what is in it, as the call below does.
+                functools.partial(
+                    cluster.session.delete,
+                    f"{cluster.server}/api/v1/namespaces/{name}",
+                    json={"propagationPolicy": "Background"},
+                    timeout=10,
+                ),
+                functools.partial(self._release_custom_resources, cluster, name),
+            ]
+        )
+        _timing("namespace_release", began, self.nodeid)  # not waited for by the test
 
     def _release_custom_resources(self, cluster: Cluster, name: str) -> None:
         # Whatever the operator fixture did not delete: nobody processes finalizers any more. After
@@ -121,6 +134,7 @@ class TestContext:
 
         began = time.monotonic()
         kubeconfig = self.operator_kubeconfig(cluster, namespace)
+        _timing("operator_identity", began, self.nodeid)  # a part of operator_start, for benchmarks
         if self.faults is not None and self.faults.fronts(cluster):
             # `name` labels this instance in the proxy's counters, rules and kill switch.
             proxied = self.log_dir() / f"{namespace}-{name}.proxy.kubeconfig"

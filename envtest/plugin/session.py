@@ -19,6 +19,7 @@ from envtest.errors import ConfigError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
 from envtest.plugin import endpoint, rbac, sweep
+from envtest.plugin.releases import Releases
 from envtest.plugin.settings import Settings
 from envtest.plugin.state import SHARED_DIR
 from envtest.webhooks import conversion
@@ -79,6 +80,9 @@ class ClusterSession:
         self.operator_roles = [doc for _, doc in roles]
         """Roles of the operator, created and bound in each test namespace (not at session start)."""
         self._cluster_rules: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.releases = Releases()
+        """Test namespaces being released after their tests (drained by `finish`)."""
+        self._release_failures: list[str] = []
         self._conversion: tuple[conversion.ConversionServer, str, bytes] | None = None
         """This process's own conversion server (in-process planes, private planes, kind/existing with
         ``-n 0``): server, URL, CA; stopped last in `finish()`."""
@@ -325,6 +329,8 @@ class ClusterSession:
     # -- end of session ---------------------------------------------------------------------------
 
     def finish(self) -> None:
+        # First: a release still deleting must finish before the sweep and before the plane goes.
+        self._release_failures = self.releases.drain()
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
             supervisor.stop(base_temp(self.config) / SHARED_DIR)
         if self.is_xdist_controller and self.settings.backend != "local":
@@ -352,6 +358,10 @@ class ClusterSession:
         sweep.sweep(cluster.session, cluster.server, sweep.selector(self.run_id, self.worker), self.cr_paths)
 
     def summary_lines(self) -> list[str]:
+        failed = [f"envtest: {failure}" for failure in self._release_failures]
+        return failed + self._kept_lines()
+
+    def _kept_lines(self) -> list[str]:
         s = self.settings
         if s.keep and not self.is_xdist_worker and s.backend == "kind":
             from envtest import kind

@@ -15,6 +15,7 @@ import pytest
 from envtest.errors import EnvtestError
 from envtest.plugin import context
 from envtest.plugin.context import TestContext
+from envtest.plugin.releases import ReleaseFailed, Releases
 
 SERVER = "https://127.0.0.1:6443"
 RBAC = f"{SERVER}/apis/rbac.authorization.k8s.io/v1"
@@ -102,6 +103,7 @@ def session(tmp_path: Path) -> Any:
         cr_paths=[],
         operator_clusterrole=lambda: "mysql-operator",
         cluster_scoped_rules=lambda cluster, role: STORAGECLASSES,
+        releases=Releases(),
     )
 
 
@@ -160,6 +162,7 @@ def test_release_deletes_the_tests_own_grants_by_name_and_the_namespace(session:
     ctx = TestContext(session, "t1")
     ctx.operator_kubeconfig(cluster, "ns1")  # type: ignore[arg-type]
     ctx.release_namespace(cluster, "ns1")  # type: ignore[arg-type]
+    assert session.releases.drain() == []
     assert sorted(cluster.session.urls("DELETE")) == [
         "/api/v1/namespaces/ns1",
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/envtest-operator-ns1",
@@ -171,6 +174,44 @@ def test_release_of_a_namespace_without_operator_deletes_only_the_namespace(
 ) -> None:
     cluster = Cluster(tmp_path)
     TestContext(session, "t1").release_namespace(cluster, "ns1")  # type: ignore[arg-type]
+    assert session.releases.drain() == []
+    assert cluster.session.urls("DELETE") == ["/api/v1/namespaces/ns1"]
+
+
+def test_release_runs_after_the_test_and_a_failure_reaches_the_next_test_or_the_summary(
+    session: Any, tmp_path: Path
+) -> None:
+    cluster = Cluster(tmp_path)
+    gate = threading.Event()
+    real_delete = cluster.session.delete
+
+    def blocked_delete(url: str, **kwargs: Any) -> Reply:
+        gate.wait(10)
+        if url.endswith("/ns1"):
+            raise ConnectionError("apiserver gone")
+        return real_delete(url, **kwargs)
+
+    cluster.session.delete = blocked_delete  # type: ignore[method-assign]
+    TestContext(session, "t1").release_namespace(cluster, "ns1")  # type: ignore[arg-type]
+    assert cluster.session.urls("DELETE") == [], "release_namespace returned before deleting"
+    gate.set()
+    deadline = time.monotonic() + 10
+    while session.releases.pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.warns(ReleaseFailed, match="releasing namespace ns1 failed: ConnectionError: apiserver gone"):
+        TestContext(session, "t2").release_namespace(cluster, "ns2")  # type: ignore[arg-type]
+    assert session.releases.drain() == []
+    assert cluster.session.urls("DELETE") == ["/api/v1/namespaces/ns2"]
+
+    TestContext(session, "t3").release_namespace(cluster, "ns1")  # type: ignore[arg-type]
+    assert session.releases.drain() == ["releasing namespace ns1 failed: ConnectionError: apiserver gone"]
+
+
+def test_release_on_a_private_plane_happens_at_once(session: Any, tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    ctx = TestContext(session, "t1")
+    ctx.private = cluster  # type: ignore[assignment]
+    ctx.release_namespace(cluster, "ns1")  # type: ignore[arg-type]
     assert cluster.session.urls("DELETE") == ["/api/v1/namespaces/ns1"]
 
 
