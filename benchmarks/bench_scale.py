@@ -334,6 +334,26 @@ def go_module_version(module: str) -> str | None:
     return None
 
 
+def write(result: Obj, impls: list[str], counted: dict[str, bool], *, complete: bool) -> list[Obj]:
+    """Summary and goal from the samples so far, written to RESULTS; the summary rows."""
+    rows = summarize(result["samples"], ["floor", *impls], counted)
+    result["summary"] = rows
+    at_1000 = next((r.get("reference") for r in rows if r["n"] == 1000), None)
+    result["goal"] = {
+        "reference_peak_rss_mb_at_1000": {
+            "goal": RSS_GOAL_MB,
+            "measured": (at_1000 or {}).get("peak_rss_mb"),
+            "met": None
+            if not at_1000 or at_1000["peak_rss_mb"] is None
+            else at_1000["peak_rss_mb"] <= RSS_GOAL_MB,
+        },
+    }
+    result["complete"] = complete
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -398,20 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                         sample["counted"] = counted[impl]
                     print(json.dumps(sample), file=sys.stderr, flush=True)
                     result["samples"].append(sample)
-    rows = summarize(result["samples"], ["floor", *impls], counted)
-    result["summary"] = rows
-    at_1000 = next((r.get("reference") for r in rows if r["n"] == 1000), None)
-    result["goal"] = {
-        "reference_peak_rss_mb_at_1000": {
-            "goal": RSS_GOAL_MB,
-            "measured": (at_1000 or {}).get("peak_rss_mb"),
-            "met": None
-            if not at_1000 or at_1000["peak_rss_mb"] is None
-            else at_1000["peak_rss_mb"] <= RSS_GOAL_MB,
-        },
-    }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+            write(result, impls, counted, complete=False)  # a long run stopped later keeps these
+    rows = write(result, impls, counted, complete=True)
     print(table(rows, ["floor", *impls]))
     measured = result["goal"]["reference_peak_rss_mb_at_1000"]["measured"]
     print(

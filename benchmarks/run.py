@@ -7,15 +7,25 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-# The cold build takes ~20 minutes on 2 cores: run `bench_controlplane.py --cold` by hand for it.
-SCRIPTS = ["bench_controlplane.py", "bench_harness.py", "bench_reliability.py"]
+# Minutes each on 2 cores. Longer ones are run by hand: `bench_controlplane.py --cold` (≈ 20 min cold
+# build), `bench_scale.py --sizes 100,300,1000` (≈ 1 h with both peers), `bench_harness.py --suite`
+# (the E2E suite 6 times).
+SCRIPTS: list[list[str]] = [
+    ["bench_controlplane.py"],
+    ["bench_start.py", "--pairs", "15"],
+    ["bench_harness.py"],
+    ["bench_requests.py"],
+    ["bench_throughput.py", "--sizes", "100"],
+    ["bench_scale.py", "--sizes", "100"],
+    ["bench_webhooks.py"],
+    ["bench_reliability.py"],
+]
 
 
 def main() -> int:
-    for script in SCRIPTS:
-        if (HERE / script).exists():
-            print(f"== {script}", flush=True)
-            subprocess.run([sys.executable, str(HERE / script)], check=True)
+    for script, *args in SCRIPTS:
+        print(f"== {script} {' '.join(args)}", flush=True)
+        subprocess.run([sys.executable, str(HERE / script), *args], check=True)
     return 0
 
 

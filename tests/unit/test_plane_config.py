@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from envtest import crds
+from envtest.errors import CRDError
 from envtest.plane import flags, kwok
 from envtest.plane.controlplane import ControlPlane
 from envtest.plane.process import ManagedProcess
@@ -39,3 +43,53 @@ def test_components_get_a_short_stop_grace(tmp_path, monkeypatch):
     plane = ControlPlane("minimal", workdir=tmp_path, stop_grace=0.5)
     plane._launch("etcd", tmp_path / "etcd", {}, ready=lambda: True)
     assert launched[1].stop_timeout == 0.5
+
+
+class FakeApiserver:
+    """Records which stage of start-up was waited for."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane, self.waited = plane, []
+
+    def wait_ready(self, until=None):
+        self.waited.append("serving" if until == self.plane._apiserver_serves_crds else "readyz")
+
+
+def _early_plane(tmp_path, monkeypatch, answers):
+    """A plane whose CRD applies answer from `answers` (an int status raises CRDError)."""
+    plane = ControlPlane("minimal", workdir=tmp_path, crds=[tmp_path / "crd.yaml"])
+    apiserver = FakeApiserver(plane)
+    plane.processes["kube-apiserver"] = apiserver  # type: ignore[assignment]
+    events: list[str] = []
+
+    def apply(session, server, paths):
+        answer = answers.pop(0)
+        events.append(f"apply after {apiserver.waited[-1]}")
+        if isinstance(answer, int):
+            raise CRDError(f"crd.yaml: rejected ({answer})", status=answer)
+        return answer
+
+    monkeypatch.setattr(crds, "apply", apply)
+    monkeypatch.setattr(
+        crds, "wait_all_ready", lambda *a, **k: events.append(f"CRDs waited after {apiserver.waited[-1]}")
+    )
+    monkeypatch.setattr(ControlPlane, "admin_session", lambda self: None)
+    return plane, apiserver, events
+
+
+def test_crds_are_created_once_kube_apiserver_serves_and_ready_waits_for_readyz_too(tmp_path, monkeypatch):
+    plane, apiserver, events = _early_plane(tmp_path, monkeypatch, [["applied"]])
+    plane._install_crds_early()
+    assert apiserver.waited == ["serving", "readyz"]
+    assert events == ["apply after serving", "CRDs waited after readyz"]
+
+
+def test_a_5xx_while_starting_retries_after_readyz_and_a_refused_crd_fails_at_once(tmp_path, monkeypatch):
+    plane, apiserver, events = _early_plane(tmp_path, monkeypatch, [503, ["applied"]])
+    plane._install_crds_early()
+    assert events == ["apply after serving", "apply after readyz", "CRDs waited after readyz"]
+
+    plane, apiserver, events = _early_plane(tmp_path, monkeypatch, [422])
+    with pytest.raises(CRDError, match=r"crd.yaml: rejected \(422\)"):
+        plane._install_crds_early()
+    assert apiserver.waited == ["serving"], "no retry: the apiserver's answer would be the same"
