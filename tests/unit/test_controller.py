@@ -36,8 +36,8 @@ class FakeInformer:
     def add_handler(self, handler: Callable[[str, dict[str, Any], dict[str, Any] | None], None]) -> None:
         self.handlers.append(handler)
 
-    def list(self) -> list[dict[str, Any]]:
-        return list(self.cache)
+    def keys(self) -> list[Key]:
+        return [Key(f"{o['metadata']['namespace']}/{o['metadata']['name']}") for o in self.cache]
 
     def fire(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         for handler in self.handlers:

@@ -370,3 +370,13 @@ def test_401_on_every_list_keeps_counting(run: Any) -> None:
     informer, _ = run(api, namespace="ns", backoff_max=0.01)
     wait_for(lambda: informer.denied_for() > 0.05, what="denied for a while")
     assert not informer.has_synced()
+
+
+def test_the_cache_hands_out_copies_and_keeps_no_parsed_objects(run: Any) -> None:
+    informer, _ = run(FakeApi([list_response([obj("a", "1")], rv="1")]))
+    wait_for(informer.has_synced)
+    first = informer.get(Key("ns/a"))
+    first["spec"] = {"mutated": True}  # type: ignore[index]
+    assert "spec" not in informer.get(Key("ns/a")), "a caller's edit must not reach the cache"  # type: ignore[operator]
+    assert informer.keys() == [Key("ns/a")]
+    assert all(isinstance(raw, str) for raw in informer._store.values()), "stored as compact JSON"

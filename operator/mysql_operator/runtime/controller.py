@@ -54,7 +54,7 @@ class EventSource(Protocol):
 
     def add_handler(self, handler: Callable[[str, Obj, Obj | None], None]) -> None: ...
 
-    def list(self) -> list[Obj]: ...
+    def keys(self) -> list[Key]: ...
 
 
 def api_group(api_version: str) -> str:
@@ -204,10 +204,10 @@ class Controller:
         if queue is None or self._primary_source is None:
             return 0
         window = (self.resync_period or 0.0) * self.resync_jitter
-        objects = self._primary_source.list()
-        for obj in objects:
-            queue.add_after(make_key(_namespace(obj), _name(obj)), self._rng.uniform(0.0, window))
-        return len(objects)
+        keys = self._primary_source.keys()
+        for key in keys:
+            queue.add_after(key, self._rng.uniform(0.0, window))
+        return len(keys)
 
     def next_resync_in(self) -> float:
         """Seconds until the next resync: the period, stretched or shrunk by up to the jitter."""

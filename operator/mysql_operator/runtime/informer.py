@@ -122,7 +122,10 @@ class Informer:
         self._on_crash = on_crash
         self._on_sync = on_sync  # called once, after the first list's events: waiters need no poll
         self._lock = threading.Lock()  # guards the fields below, not the handlers' work
-        self._store: dict[Key, dict[str, Any]] = {}  # key -> latest object; replaced whole by a relist
+        # key -> latest object as compact JSON; replaced whole by a relist. Text, not dicts: a parsed
+        # StatefulSet takes ~10x the memory of its JSON (every key string and small dict of its own),
+        # and reads are rare next to events. Each read parses anew, so callers get their own copy.
+        self._store: dict[Key, str] = {}
         self._rv: str | None = None  # where a watch resumes: last list, event or bookmark
         self._api: pykube.HTTPClient | None = None  # owned by this informer; replaced after a failure
         self._response: requests.Response | None = None  # the reply being read; stop() aborts it
@@ -169,11 +172,18 @@ class Informer:
 
     def get(self, key: Key) -> dict[str, Any] | None:
         with self._lock:
-            return self._store.get(key)
+            raw = self._store.get(key)
+        return None if raw is None else _decode(raw)
 
     def list(self) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._store.values())
+            raws = list(self._store.values())
+        return [_decode(raw) for raw in raws]
+
+    def keys(self) -> list[Key]:
+        """Keys of every cached object (no parsing: what a resync needs)."""
+        with self._lock:
+            return list(self._store)
 
     def denied_for(self) -> float:
         """Seconds list/watch have been answered 401/403 without a success since; 0 when not.
@@ -279,18 +289,22 @@ class Informer:
 
     def _replace(self, items: list[dict[str, Any]], rv: str | None) -> None:
         new = {object_key(o): o for o in items}
+        stored = {key: _encode(obj) for key, obj in new.items()}
         with self._lock:
-            old, self._store, self._rv = self._store, new, rv
+            old, self._store, self._rv = self._store, stored, rv
             self.relists += 1
         events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
         for key, obj in new.items():
-            previous = old.get(key)
-            if previous is None:
+            raw = old.get(key)
+            if raw is None:
                 events.append(("ADDED", obj, None))
-            elif resource_version(previous) != resource_version(obj):
+            elif resource_version(previous := _decode(raw)) != resource_version(obj):
                 events.append(("MODIFIED", obj, previous))
         # Deleted while we were not watching: the last state we saw stands in for the final one.
-        events.extend(("DELETED", obj, obj) for key, obj in old.items() if key not in new)
+        for key, raw in old.items():
+            if key not in new:
+                last = _decode(raw)
+                events.append(("DELETED", last, last))
         for event_type, obj, previous in events:
             self._deliver(event_type, obj, previous)
         if not self._synced.is_set():
@@ -346,14 +360,15 @@ class Informer:
         if self.transform is not None:
             obj = self.transform(obj)
         key = object_key(obj)
+        raw = None if event_type == "DELETED" else _encode(obj)
         with self._lock:
-            if event_type == "DELETED":
+            if raw is None:
                 previous = self._store.pop(key, None)
             else:
                 previous = self._store.get(key)
-                self._store[key] = obj
+                self._store[key] = raw
             self._rv = resource_version(obj) or self._rv
-        self._deliver(event_type, obj, previous)
+        self._deliver(event_type, obj, None if previous is None else _decode(previous))
 
     def _deliver(self, event_type: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
         for handler in self.handlers:
@@ -423,3 +438,12 @@ def _abort(response: requests.Response) -> None:
         response.close()
     except Exception:  # closing is best effort; the read timeout bounds the wait anyway
         log.debug("closing a watch response failed", exc_info=True)
+
+
+def _encode(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _decode(raw: str) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads(raw)
+    return obj
