@@ -334,8 +334,10 @@ def go_module_version(module: str) -> str | None:
     return None
 
 
-def write(result: Obj, impls: list[str], counted: dict[str, bool], *, complete: bool) -> list[Obj]:
-    """Summary and goal from the samples so far, written to RESULTS; the summary rows."""
+def write(
+    result: Obj, impls: list[str], counted: dict[str, bool], *, complete: bool, out: Path = RESULTS
+) -> list[Obj]:
+    """Summary and goal from the samples so far, written to `out`; the summary rows."""
     rows = summarize(result["samples"], ["floor", *impls], counted)
     result["summary"] = rows
     at_1000 = next((r.get("reference") for r in rows if r["n"] == 1000), None)
@@ -349,8 +351,8 @@ def write(result: Obj, impls: list[str], counted: dict[str, bool], *, complete: 
         },
     }
     result["complete"] = complete
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
     return rows
 
 
@@ -362,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", default="kopf,go", help="subset of kopf,go; '' for the reference alone")
     parser.add_argument("--repeat", type=int, default=1, help="runs per N and implementation")
     parser.add_argument("--workers", type=int, default=2, help="concurrent reconciles, every implementation")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="result file (default: results/scale.json)")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     peers = [x.strip() for x in args.peers.split(",") if x.strip()]
@@ -418,8 +421,9 @@ def main(argv: list[str] | None = None) -> int:
                         sample["counted"] = counted[impl]
                     print(json.dumps(sample), file=sys.stderr, flush=True)
                     result["samples"].append(sample)
-            write(result, impls, counted, complete=False)  # a long run stopped later keeps these
-    rows = write(result, impls, counted, complete=True)
+            # After each size: a long run stopped later keeps what it measured.
+            write(result, impls, counted, complete=False, out=args.out)
+    rows = write(result, impls, counted, complete=True, out=args.out)
     print(table(rows, ["floor", *impls]))
     measured = result["goal"]["reference_peak_rss_mb_at_1000"]["measured"]
     print(
