@@ -62,6 +62,13 @@ class Cluster:
         config = pykube.KubeConfig.from_file(str(kubeconfig))
         if context:
             config.set_current_context(context)
+        return Cluster.pykube_client(config, timeout=timeout)
+
+    @staticmethod
+    def pykube_client(config: pykube.KubeConfig, *, timeout: float = 30.0) -> pykube.HTTPClient:
+        """A client for a loaded kubeconfig; loopback traffic never goes through a proxy."""
+        import pykube
+
         client = pykube.HTTPClient(config, timeout=timeout)
         no_proxy_for_loopback(client.session, str(client.url))
         return client

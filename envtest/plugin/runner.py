@@ -38,7 +38,7 @@ def api_factory_for(kubeconfig: Path, *, timeout: float = 30.0) -> ApiFactory:
     import pykube
     import yaml
 
-    from envtest.loopback import no_proxy_for_loopback
+    from envtest.clusters import Cluster
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: 10x faster
     doc = yaml.load(kubeconfig.read_text(), Loader=loader)
@@ -46,9 +46,7 @@ def api_factory_for(kubeconfig: Path, *, timeout: float = 30.0) -> ApiFactory:
     def new_client() -> Any:
         config = pykube.KubeConfig(copy.deepcopy(doc))  # pykube-ng may rewrite parts of its doc
         config.filepath = kubeconfig  # what relative certificate paths resolve against
-        client = pykube.HTTPClient(config, timeout=timeout)
-        no_proxy_for_loopback(client.session, str(client.url))
-        return client
+        return Cluster.pykube_client(config, timeout=timeout)
 
     return new_client
 
