@@ -62,6 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from envtest.plugin import webhook_fixtures  # pytest-only at import: `pytest --help` stays fast
 
     config.pluginmanager.register(webhook_fixtures, webhook_fixtures.PLUGIN_NAME)
+    from envtest.plugin import ahead  # light: pytest and the state keys
+
+    config.pluginmanager.register(ahead, ahead.PLUGIN_NAME)
     configured = settings.configured(config)
     if configured:
         # Resolved now, so a bad value or a missing file stops the run before any test does.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import secrets
@@ -13,7 +14,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,7 +32,11 @@ OPERATOR_SERVICE_ACCOUNT = "envtest-operator"
 TEARDOWN_WAIT = 60.0
 """Seconds teardown waits for the operator to process the finalizers of the test's resources."""
 
+PREPARE_WAIT = 60.0
+"""Seconds a test waits for the namespace made ahead for it before it makes its own."""
+
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _SHARED_ROLES: weakref.WeakKeyDictionary[Cluster, set[str]] = weakref.WeakKeyDictionary()
 """Per cluster, the shared ClusterRoles this process has applied there (see `operator_kubeconfig`)."""
@@ -53,11 +58,18 @@ class TestContext:
         self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
         self._grants: dict[str, set[str]] = {}  # namespace → URLs of cluster-scoped grants made for it
         self._swept: dict[str, watches.ViewRV] = {}  # namespace → views of its last custom-resource sweep
+        self._prepared: tuple[Cluster, Future[tuple[str, Path | None]]] | None = None
+        self._identities: dict[str, Path] = {}  # namespace → operator kubeconfig made ahead for it
 
     # -- namespaces -----------------------------------------------------------------------------------
 
     def create_namespace(self, cluster: Cluster) -> str:
         began = time.monotonic()
+        name = self._claim_prepared(cluster) or self._make_namespace(cluster)
+        _timing("namespace_create", began, self.nodeid)
+        return name
+
+    def _make_namespace(self, cluster: Cluster) -> str:
         test = self.nodeid.rsplit("::", 1)[-1]
         slug = re.sub(r"[^a-z0-9]+", "-", test.lower()).strip("-")[:40].strip("-") or "test"
         name = f"{slug}-{secrets.token_hex(3)}"
@@ -69,8 +81,63 @@ class TestContext:
         self._clusters[name] = cluster
         if cluster.has_controllers:
             self._wait_default_service_account(cluster, name)
-        _timing("namespace_create", began, self.nodeid)
         return name
+
+    # -- made ahead, while the previous test ran (see `envtest.plugin.ahead`) -------------------------
+
+    def prepare(self, cluster: Cluster, *, identity: bool) -> None:
+        """Start making this test's namespace (and its operator identity) in the background."""
+        self._prepared = (cluster, self.session.ahead().submit(self._prepare, cluster, identity))
+
+    def _prepare(self, cluster: Cluster, identity: bool) -> tuple[str, Path | None]:
+        began = time.monotonic()
+        name = self._make_namespace(cluster)
+        try:
+            kubeconfig = self.operator_kubeconfig(cluster, name) if identity else None
+        except BaseException:
+            self._forget(cluster, name)
+            raise
+        _timing("prepared_ahead", began, self.nodeid)  # not waited for by any test
+        return name, kubeconfig
+
+    def _claim_prepared(self, cluster: Cluster) -> str | None:
+        """The namespace made ahead for this test, once it is ready; None (and the test makes its
+        own) if there is none for `cluster` or making it failed."""
+        if self._prepared is None or self._prepared[0] is not cluster:
+            return None
+        _, future = self._prepared
+        self._prepared = None
+        try:
+            name, kubeconfig = future.result(timeout=PREPARE_WAIT)
+        except Exception as exc:  # what it made is released already; the test makes its own
+            log.debug("%s: the namespace made ahead is not usable: %s", self.nodeid, exc)
+            return None
+        if kubeconfig is not None:
+            self._identities[name] = kubeconfig
+        return name
+
+    def release_unclaimed(self) -> None:
+        """After the test: what was made ahead and never used (the test was skipped, failed in an
+        earlier fixture, or the run stopped) goes the way of any test namespace."""
+        if self._prepared is None:
+            return
+        cluster, future = self._prepared
+        self._prepared = None
+
+        def release() -> None:
+            try:
+                name, _ = future.result(timeout=PREPARE_WAIT)
+            except Exception:  # nothing left: a failed prepare released what it made
+                return
+            self._forget(cluster, name)
+
+        self.session.releases.submit(f"made ahead for {self.nodeid}", release)
+
+    def _forget(self, cluster: Cluster, name: str) -> None:
+        self.namespaces.remove(name)
+        self._clusters.pop(name, None)
+        self._identities.pop(name, None)
+        self._release(cluster, name)
 
     def _wait_default_service_account(self, cluster: Cluster, name: str, timeout: float = 30.0) -> None:
         # Pods are rejected until the serviceaccount controller has made `default`. Usually it has
@@ -83,22 +150,17 @@ class TestContext:
             raise EnvtestError(f"namespace {name}: default ServiceAccount missing after {timeout:.0f}s")
 
     def release_namespace(self, cluster: Cluster, name: str) -> None:
-        """Release `name` after the test. What other tests could see goes at once: the operator's
-        cluster-wide grants made for it (see operator_kubeconfig). What is inside the namespace is
-        invisible to them, so on the session's cluster that part runs in the background (see
-        `envtest.plugin.releases`); on a private plane it runs at once (the plane is about to stop)."""
+        """Release `name` after the test. Nothing in it is seen by another test, nor needed by this
+        one: on the session's cluster it goes in the background (see `envtest.plugin.releases`); on a
+        private plane at once (the plane is about to stop)."""
         began = time.monotonic()
-        _concurrently(
-            [functools.partial(cluster.session.delete, url, timeout=10) for url in self._grants.pop(name, ())]
-        )
-        release = functools.partial(self._release_namespace, cluster, name)
         if cluster is self.private:
-            release()
+            self._release(cluster, name)
         else:
-            self.session.releases.submit(name, release)
+            self.session.releases.submit(name, functools.partial(self._release, cluster, name))
         _timing("namespace_delete", began, self.nodeid)
 
-    def _release_namespace(self, cluster: Cluster, name: str) -> None:
+    def _release(self, cluster: Cluster, name: str) -> None:
         began = time.monotonic()
         _concurrently(
             [
@@ -111,6 +173,12 @@ class TestContext:
                     timeout=10,
                 ),
                 functools.partial(self._release_custom_resources, cluster, name),
+                # The operator's cluster-wide grants made for it (see operator_kubeconfig): they
+                # name a ServiceAccount of this namespace, which is going with it.
+                *(
+                    functools.partial(cluster.session.delete, url, timeout=10)
+                    for url in self._grants.pop(name, ())
+                ),
             ]
         )
         _timing("namespace_release", began, self.nodeid)  # not waited for by the test
@@ -133,7 +201,7 @@ class TestContext:
         from envtest.plugin.runner import OperatorRunner, api_factory_for
 
         began = time.monotonic()
-        kubeconfig = self.operator_kubeconfig(cluster, namespace)
+        kubeconfig = self._identities.pop(namespace, None) or self.operator_kubeconfig(cluster, namespace)
         _timing("operator_identity", began, self.nodeid)  # a part of operator_start, for benchmarks
         if self.faults is not None and self.faults.fronts(cluster):
             # `name` labels this instance in the proxy's counters, rules and kill switch.

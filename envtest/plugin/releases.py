@@ -3,9 +3,11 @@
 Releasing a test namespace (its leftover custom resources deleted and unblocked, the namespace
 deleted in the background, its cluster-wide grants removed) needs nothing from the test and the test
 needs nothing from it: the operator has stopped and nobody reads the namespace again. So it is
-handed to a small pool and the next test starts at once. The session drains the pool before it
-sweeps or stops the cluster; a release that failed is reported as a warning by the test that
-follows (or, for the last one, in the run's summary), never dropped.
+handed to a small pool and the next test starts at once. Held (`deferred`), a release waits for
+`start()`: the plugin calls it when the next test's body begins, so that the release does not compete
+with that test's setup (its operator's first lists) for the apiserver. The session drains the pool
+before it sweeps or stops the cluster; a release that failed is reported as a warning by the test
+that follows (or, for the last one, in the run's summary), never dropped.
 """
 
 from __future__ import annotations
@@ -25,23 +27,34 @@ class ReleaseFailed(EnvtestWarning):
 
 
 class Releases:
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, *, deferred: bool = False) -> None:
         self._workers = workers
+        self._deferred = deferred
         self._pool: ThreadPoolExecutor | None = None
+        self._queued: list[tuple[str, Callable[[], None]]] = []
         self._pending: list[tuple[str, Future[None]]] = []
         self.failures: list[str] = []
         """Failures no test has warned about yet (what `drain` leaves for the summary)."""
 
     @property
     def pending(self) -> int:
-        """Releases not finished yet."""
-        return sum(not future.done() for _, future in self._pending)
+        """Releases not finished yet (held ones included)."""
+        return len(self._queued) + sum(not future.done() for _, future in self._pending)
 
     def submit(self, namespace: str, release: Callable[[], None]) -> None:
         self.warn_failed()
-        if self._pool is None:
+        self._queued.append((namespace, release))
+        if not self._deferred:
+            self.start()
+
+    def start(self) -> None:
+        """Run the releases held so far."""
+        queued, self._queued = self._queued, []
+        if queued and self._pool is None:
             self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="envtest-release")
-        self._pending.append((namespace, self._pool.submit(release)))
+        for namespace, release in queued:
+            assert self._pool is not None
+            self._pending.append((namespace, self._pool.submit(release)))
 
     def warn_failed(self) -> None:
         """Warn (in the calling test) about every release that failed since the last call."""
@@ -52,6 +65,7 @@ class Releases:
 
     def drain(self, timeout: float = DRAIN_TIMEOUT) -> list[str]:
         """Wait for every pending release (up to `timeout` s); the failures nobody warned about."""
+        self.start()
         if self._pending:
             wait([future for _, future in self._pending], timeout=timeout)
         self._reap()

@@ -7,8 +7,9 @@ import os
 import shlex
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from filelock import FileLock, Timeout
@@ -23,6 +24,9 @@ from envtest.plugin.releases import Releases
 from envtest.plugin.settings import Settings
 from envtest.plugin.state import SHARED_DIR
 from envtest.webhooks import conversion
+
+if TYPE_CHECKING:
+    from envtest.plugin.context import TestContext
 
 DETACHED_START_TIMEOUT = 300.0
 """Seconds for a detached plane to report ready once its binaries are installed (≈ 5 s normally;
@@ -80,9 +84,12 @@ class ClusterSession:
         self.operator_roles = [doc for _, doc in roles]
         """Roles of the operator, created and bound in each test namespace (not at session start)."""
         self._cluster_rules: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self.releases = Releases()
+        self.releases = Releases(deferred=settings.prepare_next)
         """Test namespaces being released after their tests (drained by `finish`)."""
         self._release_failures: list[str] = []
+        self._ahead: ThreadPoolExecutor | None = None
+        self.prepared: list[TestContext] = []
+        """Contexts of tests whose namespace was made ahead (see `envtest.plugin.ahead`)."""
         self._conversion: tuple[conversion.ConversionServer, str, bytes] | None = None
         """This process's own conversion server (in-process planes, private planes, kind/existing with
         ``-n 0``): server, URL, CA; stopped last in `finish()`."""
@@ -108,6 +115,10 @@ class ClusterSession:
     def cluster(self) -> Cluster:
         if self._cluster is None:
             self._cluster = self._open()
+        return self._cluster
+
+    def opened_cluster(self) -> Cluster | None:
+        """The session's cluster if it has been opened, without opening it."""
         return self._cluster
 
     def _open(self) -> Cluster:
@@ -328,9 +339,23 @@ class ClusterSession:
 
     # -- end of session ---------------------------------------------------------------------------
 
+    def ahead(self) -> ThreadPoolExecutor:
+        """The one thread that makes the next test's namespace and identity (`envtest.plugin.ahead`);
+        its own, because making an identity fans out on the context's pool."""
+        if self._ahead is None:
+            self._ahead = ThreadPoolExecutor(1, thread_name_prefix="envtest-ahead")
+        return self._ahead
+
     def finish(self) -> None:
+        # A run stopped early (-x, Ctrl-C) never reached the test a namespace was made for.
+        for ctx in self.prepared:
+            ctx.release_unclaimed()
+        self.prepared.clear()
         # First: a release still deleting must finish before the sweep and before the plane goes.
         self._release_failures = self.releases.drain()
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=False, cancel_futures=True)
+            self._ahead = None
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
             supervisor.stop(base_temp(self.config) / SHARED_DIR)
         if self.is_xdist_controller and self.settings.backend != "local":

@@ -79,6 +79,11 @@ INI_ONLY = (
     ),
     ("envtest_short_fixtures", "bool", "short fixture names (cluster, namespace, …); default: if configured"),
     (
+        "envtest_prepare_next",
+        "bool",
+        "make the next test's namespace and operator identity while a test runs (default: true)",
+    ),
+    (
         "envtest_conversion_webhook",
         "string",
         "conversion server factory as package.module:callable, one endpoint per plane or run",
@@ -191,6 +196,8 @@ class Settings:
     """``package.module:factory`` of the plane's conversion server (see envtest.webhooks.conversion)."""
     conversion_path: str = "/convert"
     """Path of the conversion endpoint on that server; the CRDs' clientConfig URL ends with it."""
+    prepare_next: bool = True
+    """Make the next test's namespace and operator identity ahead (see `envtest.plugin.ahead`)."""
 
     def header(self) -> str:
         from envtest import binaries
@@ -288,4 +295,5 @@ def resolve(config: pytest.Config) -> Settings:
         kind_bin=Path(kind_bin).expanduser() if (kind_bin := _plugin_value(config, "kind_bin")) else None,
         conversion_webhook=conversion,
         conversion_path=config.getini("envtest_conversion_path") or "/convert",
+        prepare_next=config.getini("envtest_prepare_next") is not False,
     )

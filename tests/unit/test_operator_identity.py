@@ -4,8 +4,10 @@ cluster; release deletes exactly the test's cluster-scoped grants."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -104,6 +106,8 @@ def session(tmp_path: Path) -> Any:
         operator_clusterrole=lambda: "mysql-operator",
         cluster_scoped_rules=lambda cluster, role: STORAGECLASSES,
         releases=Releases(),
+        ahead=functools.cache(lambda: ThreadPoolExecutor(1)),
+        settings=SimpleNamespace(operator_loggers=()),
     )
 
 
@@ -238,3 +242,75 @@ def test_a_default_service_account_already_there_costs_one_read(session: Any, tm
     name = TestContext(session, "tests/x.py::test_one").create_namespace(cluster)  # type: ignore[arg-type]
     assert name.startswith("test-one-")
     assert cluster.session.urls("GET") == [f"/api/v1/namespaces/{name}/serviceaccounts/default"]
+
+
+# -- made ahead (envtest.plugin.ahead) ------------------------------------------------------------------
+
+
+class Operator:
+    def __init__(self, api_factory: Any, namespace: str) -> None:
+        self.namespace, self.errors = namespace, []
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 10.0) -> None: ...
+
+
+def test_the_next_tests_namespace_and_identity_are_made_ahead_and_taken_by_its_fixtures(
+    session: Any, tmp_path: Path
+) -> None:
+    cluster = Cluster(tmp_path)
+    ctx = TestContext(session, "tests/x.py::test_two")
+    ctx.prepare(cluster, identity=True)  # type: ignore[arg-type]
+    name = ctx.create_namespace(cluster)  # type: ignore[arg-type]
+    runner = ctx.start_operator(cluster, name, Operator)  # type: ignore[arg-type]
+    assert name.startswith("test-two-") and runner.namespace == name
+    assert cluster.session.urls("POST", "/api/v1/namespaces") == [
+        "/api/v1/namespaces",
+        f"/api/v1/namespaces/{name}/serviceaccounts",
+    ], "one namespace, one identity: the fixtures made neither again"
+    assert cluster.identities == [f"{name}/envtest-operator"]
+    ctx.release_unclaimed()
+    assert session.releases.drain() == [] and cluster.session.urls("DELETE") == [], "taken: not released"
+
+
+def test_what_no_test_took_is_released_with_its_grants(session: Any, tmp_path: Path) -> None:
+    session_cluster, private = Cluster(tmp_path), Cluster(tmp_path)
+    ctx = TestContext(session, "tests/x.py::test_skipped")
+    ctx.prepare(session_cluster, identity=True)  # type: ignore[arg-type]
+    own = ctx.create_namespace(private)  # type: ignore[arg-type]
+    assert ctx.namespaces[-1] == own, "another cluster's namespace is never the one made ahead"
+    ctx.release_unclaimed()
+    assert session.releases.drain() == []
+    made = session_cluster.identities[0].split("/")[0]
+    assert sorted(session_cluster.session.urls("DELETE")) == [
+        f"/api/v1/namespaces/{made}",
+        f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/envtest-operator-{made}",
+    ]
+    assert made not in ctx.namespaces, "artifacts of the test never name it"
+
+
+def test_a_failed_prepare_releases_what_it_made_and_the_test_makes_its_own(
+    session: Any, tmp_path: Path
+) -> None:
+    cluster = Cluster(tmp_path)
+    cluster.session.fail_apply_of = "/roles/leader"
+    ctx = TestContext(session, "tests/x.py::test_three")
+    ctx.prepare(cluster, identity=True)  # type: ignore[arg-type]
+    session.ahead().submit(lambda: None).result(timeout=10)  # the prepare has run
+    cluster.session.fail_apply_of = None
+    name = ctx.create_namespace(cluster)  # type: ignore[arg-type]
+    made = cluster.identities[0].split("/")[0]
+    assert name != made and ctx.namespaces == [name]
+    assert f"/api/v1/namespaces/{made}" in cluster.session.urls("DELETE")
+
+
+def test_held_releases_wait_for_start_and_drain_starts_them() -> None:
+    releases, ran = Releases(deferred=True), threading.Event()
+    releases.submit("ns1", ran.set)
+    time.sleep(0.05)
+    assert not ran.is_set() and releases.pending == 1, "held until the next test's body begins"
+    releases.start()
+    assert ran.wait(10)
+    releases.submit("ns2", lambda: None)
+    assert releases.drain() == [] and releases.pending == 0
