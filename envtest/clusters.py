@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # heavy imports stay out of `pytest --help`
     import requests
 
     from envtest.plane.controlplane import ControlPlane
+    from envtest.transport import Transport
 
 
 class Cluster:
@@ -47,7 +48,9 @@ class Cluster:
 
     @functools.cached_property
     def pykube(self) -> pykube.HTTPClient:
-        return self.new_pykube()
+        """The admin client behind `session`; its connections live in `transport` (under their own
+        pool key: the admin's certificate or token is not the operators')."""
+        return self.transport.attach_client(self.new_pykube())
 
     def new_pykube(self, timeout: float = 30.0) -> pykube.HTTPClient:
         return self.new_pykube_from(self.kubeconfig, context=self.context, timeout=timeout)
@@ -138,11 +141,20 @@ class Cluster:
         context = next(c["context"] for c in admin["contexts"] if c["name"] == context_name)
         return next(c for c in admin["clusters"] if c["name"] == context["cluster"])
 
+    @functools.cached_property
+    def transport(self) -> Transport:
+        """Connections shared by the operator clients the harness makes for this cluster."""
+        from envtest.transport import Transport
+
+        return Transport()
+
     def close(self) -> None:
         if "pykube" in self.__dict__:
             self.pykube.session.close()
         if "k8s" in self.__dict__:
             self.k8s.close()
+        if "transport" in self.__dict__:
+            self.transport.close()
 
     def describe(self) -> str:
         return f"backend={self.backend} cluster={self.name} k8s={self.version} server={self.server}"

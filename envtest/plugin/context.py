@@ -27,11 +27,14 @@ if TYPE_CHECKING:
     from envtest.faults import FaultProxy
     from envtest.plugin.runner import OperatorRunner
     from envtest.plugin.session import ClusterSession
+    from envtest.transport import Transport
 
 OPERATOR_SERVICE_ACCOUNT = "envtest-operator"
 TEARDOWN_WAIT = 60.0
 """Seconds teardown waits for the operator to process the finalizers of the test's resources."""
 
+WARM_CONNECTIONS = 6
+"""Connections opened ahead for the next operator start: the reference operator lists five kinds."""
 PREPARE_WAIT = 60.0
 """Seconds a test waits for the namespace made ahead for it before it makes its own."""
 
@@ -97,6 +100,13 @@ class TestContext:
         except BaseException:
             self._forget(cluster, name)
             raise
+        if kubeconfig is not None:
+            # Connections for the operator's first lists, opened now rather than while its start waits.
+            from envtest.plugin.runner import api_factory_for
+
+            client = api_factory_for(kubeconfig, transport=cluster.transport)()
+            cluster.transport.warm(client.session, f"{cluster.server}/version", WARM_CONNECTIONS)
+            client.session.close()  # its connections stay: the pools are the transport's
         _timing("prepared_ahead", began, self.nodeid)  # not waited for by any test
         return name, kubeconfig
 
@@ -203,15 +213,17 @@ class TestContext:
         began = time.monotonic()
         kubeconfig = self._identities.pop(namespace, None) or self.operator_kubeconfig(cluster, namespace)
         _timing("operator_identity", began, self.nodeid)  # a part of operator_start, for benchmarks
+        transport: Transport | None = cluster.transport
         if self.faults is not None and self.faults.fronts(cluster):
             # `name` labels this instance in the proxy's counters, rules and kill switch.
             proxied = self.log_dir() / f"{namespace}-{name}.proxy.kubeconfig"
             kubeconfig = self.faults.kubeconfig_for(kubeconfig, proxied, client=name)
+            transport = None  # the proxy's own connections are what its faults act on
         log_path = self.log_dir() / f"{name}-{len(self.operator_logs)}.log"
         self.operator_logs.append(log_path)
         runner = OperatorRunner(
             factory,
-            api_factory_for(kubeconfig),
+            api_factory_for(kubeconfig, transport=transport),
             namespace=namespace,
             log_path=log_path,
             loggers=self.session.settings.operator_loggers or None,

@@ -29,6 +29,16 @@ InformerLookup = Callable[[Kind], Informer]
 """The manager's `informer(kind)`: the current term's informer, LookupError when there is none."""
 
 
+PRUNE_MIN = 64
+"""Remembered writes below which nothing is pruned (see `CachedClient._prune`)."""
+
+
+def _caught_up(informer: Informer, written: Obj) -> bool:
+    """Whether the informer has seen our write (or resourceVersions do not compare)."""
+    seen, ours = _rv(informer.resource_version), _rv(written["metadata"].get("resourceVersion"))
+    return seen is None or ours is None or seen >= ours
+
+
 def _rv(value: object) -> int | None:
     try:
         return int(str(value))
@@ -43,9 +53,17 @@ class CachedClient:
         self.api = api
         self._informer = informer
         self._lock = threading.Lock()
-        self._written: dict[tuple[str, str], Obj] = {}  # (kind endpoint, key) -> what our write returned
+        # (kind endpoint, key) -> the kind and what our write returned, until its informer catches up.
+        self._written: dict[tuple[str, str], tuple[Kind, Obj]] = {}
+        self._prune_at = PRUNE_MIN
         self.cache_reads = 0
         """Reads answered without a request (for tests and benchmarks)."""
+
+    @property
+    def remembered(self) -> int:
+        """Writes still laid over the caches (for tests and benchmarks)."""
+        with self._lock:
+            return len(self._written)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -57,14 +75,13 @@ class CachedClient:
         self.cache_reads += 1
         cached = informer.get(key)
         with self._lock:
-            written = self._written.get((kind.endpoint, key))
-            if written is None:
+            entry = self._written.get((kind.endpoint, key))
+            if entry is None:
                 return cached
-            seen, ours = _rv(informer.resource_version), _rv(written["metadata"].get("resourceVersion"))
-            if seen is None or ours is None or seen >= ours:
-                del self._written[(kind.endpoint, key)]  # the cache has caught up with our write
+            if _caught_up(informer, entry[1]):
+                del self._written[(kind.endpoint, key)]
                 return cached
-        return written
+        return entry[1]
 
     def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
         return self.api.list(kind, namespace, label_selector)
@@ -109,12 +126,22 @@ class CachedClient:
             return obj  # nothing would ever read it from here
         meta = obj.get("metadata") or {}
         key = (kind.endpoint, make_key(meta.get("namespace"), meta["name"]))
-        # Like the metadata-only Secret informer: a password has no business staying in memory.
-        kept = (
-            {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
-            if kind.kind == "Secret"
-            else obj
-        )
+        # As the informers keep it: no managedFields (often most of an object, and never read from a
+        # cache), and, like the metadata-only Secret informer, no password.
+        kept = {k: v for k, v in obj.items() if kind.kind != "Secret" or k in ("apiVersion", "kind")}
+        kept["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
         with self._lock:
-            self._written[key] = kept
+            self._written[key] = (kind, kept)
+            if len(self._written) >= self._prune_at:
+                self._prune()
         return obj
+
+    def _prune(self) -> None:
+        """Forget the writes the caches have caught up with. A get() does that for what it reads;
+        most children are never read again once they are right, so without this the writes of every
+        object the operator ever touched would stay. Amortized: runs when the map has doubled."""
+        for key, (kind, obj) in list(self._written.items()):
+            informer = self._lookup(kind)
+            if informer is None or _caught_up(informer, obj):
+                del self._written[key]
+        self._prune_at = max(PRUNE_MIN, 2 * len(self._written))

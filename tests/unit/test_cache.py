@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mysql_operator.cache import CachedClient
+from mysql_operator.cache import PRUNE_MIN, CachedClient
 from mysql_operator.kinds import Job, Secret, StatefulSet
 from mysql_operator.runtime.types import Key
 from operator_fakes import FakeKube
@@ -115,3 +115,31 @@ def test_a_created_secret_leaves_no_password_in_memory(client: CachedClient, inf
     kept = client.get(Secret, "ns", "db-credentials")
     assert kept is not None and kept["metadata"]["name"] == "db-credentials"
     assert "data" not in kept and "stringData" not in kept
+
+
+def test_writes_the_caches_have_seen_are_forgotten_even_if_never_read_again(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    for i in range(PRUNE_MIN - 1):
+        client.create(StatefulSet, sts(f"db-{i}"))
+    assert client.remembered == PRUNE_MIN - 1
+    informer.resource_version = "1000000"  # the watch went past every one of them
+    client.create(StatefulSet, sts("db-last"))
+    assert client.remembered == 0, "a converged cluster's children are never read again"
+    kube.put(StatefulSet, sts("db-other"))
+    informer.resource_version = "1"  # behind again
+    for i in range(PRUNE_MIN):  # newer than the cache: laid over it, pruned or not
+        client.patch_merge(StatefulSet, "ns", "db-other", {"spec": {"replicas": i}})
+    assert client.get(StatefulSet, "ns", "db-other")["spec"]["replicas"] == PRUNE_MIN - 1  # type: ignore[index]
+
+
+def test_a_remembered_write_keeps_no_managed_fields_and_the_caller_gets_them(
+    client: CachedClient, kube: FakeKube
+) -> None:
+    body = sts()
+    body["metadata"]["managedFields"] = [{"manager": "mysql-operator", "operation": "Apply"}]
+    created = client.create(StatefulSet, body)
+    assert created["metadata"]["managedFields"], "what the write returned is the caller's, whole"
+    kept = client.get(StatefulSet, "ns", "db-mysql")
+    assert kept is not None and "managedFields" not in kept["metadata"], "as the informers keep it"
+    assert kept["spec"] == created["spec"]

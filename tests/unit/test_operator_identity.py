@@ -5,6 +5,7 @@ cluster; release deletes exactly the test's cluster-scoped grants."""
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -78,6 +79,22 @@ class Api:
         return [u.removeprefix(SERVER) for m, u, _ in self.calls if m == method and part in u]
 
 
+class Transport:
+    """Records what the harness shares and warms; opens nothing."""
+
+    def __init__(self) -> None:
+        self.attached: list[Any] = []
+        self.warmed: list[tuple[str, int]] = []
+
+    def attach_client(self, client: Any) -> Any:
+        self.attached.append(client.session)
+        return client
+
+    def warm(self, session: Any, url: str, count: int) -> int:
+        self.warmed.append((url.removeprefix(SERVER), count))
+        return count
+
+
 class Cluster:
     def __init__(self, tmp_path: Path) -> None:
         self.session = Api()
@@ -85,11 +102,20 @@ class Cluster:
         self.identities: list[str] = []
         self._tmp = tmp_path
         self.has_controllers = True
+        self.transport = Transport()
 
     def identity_kubeconfig(self, namespace: str, service_account: str, path: Path) -> Path:
         self.session._record("POST", f"{SERVER}/api/v1/namespaces/{namespace}/serviceaccounts", None)
         self.identities.append(f"{namespace}/{service_account}")
-        path.write_text("kind: Config\n")
+        user = {"name": "u", "user": {"token": "t0ken"}}
+        config = {
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": SERVER}}],
+            "users": [user],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": namespace}}],
+            "current-context": "x",
+        }
+        path.write_text(json.dumps(config))
         return path
 
 
@@ -270,6 +296,7 @@ def test_the_next_tests_namespace_and_identity_are_made_ahead_and_taken_by_its_f
         f"/api/v1/namespaces/{name}/serviceaccounts",
     ], "one namespace, one identity: the fixtures made neither again"
     assert cluster.identities == [f"{name}/envtest-operator"]
+    assert cluster.transport.warmed == [("/version", context.WARM_CONNECTIONS)], "connections opened ahead"
     ctx.release_unclaimed()
     assert session.releases.drain() == [] and cluster.session.urls("DELETE") == [], "taken: not released"
 
