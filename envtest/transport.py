@@ -2,7 +2,7 @@
 
 An operator's start waits for its informers' first lists, and each informer has a client of its own
 (a long watch holds its connection). With fresh connections, every list first pays a TLS handshake,
-and five of them at once share two cores with the apiserver: about two thirds of the start. So the
+and five of them at once share two cores with the apiserver: the larger part of the start. So the
 clients the harness makes for operators share one `PoolManager` per cluster and session, and while
 a test runs the harness opens a few connections for the next operator start (`warm`).
 

@@ -41,6 +41,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         ctx = item.stash.get(CTX_KEY, None)
         if ctx is not None:
             ctx.release_unclaimed()
+            session = item.config.stash.get(SESSION_KEY, None)
+            if session is not None and ctx in session.prepared:
+                session.prepared.remove(ctx)  # only those a stopped run never reached stay listed
 
 
 @pytest.hookimpl(tryfirst=True)

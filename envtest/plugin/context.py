@@ -93,22 +93,27 @@ class TestContext:
         self._prepared = (cluster, self.session.ahead().submit(self._prepare, cluster, identity))
 
     def _prepare(self, cluster: Cluster, identity: bool) -> tuple[str, Path | None]:
-        began = time.monotonic()
-        name = self._make_namespace(cluster)
+        began, made = time.monotonic(), len(self.namespaces)
         try:
+            name = self._make_namespace(cluster)
             kubeconfig = self.operator_kubeconfig(cluster, name) if identity else None
+            if kubeconfig is not None:
+                self._warm(cluster, kubeconfig)
         except BaseException:
-            self._forget(cluster, name)
+            for left in self.namespaces[made:]:  # created, then something after it failed
+                self._forget(cluster, left)
             raise
-        if kubeconfig is not None:
-            # Connections for the operator's first lists, opened now rather than while its start waits.
-            from envtest.plugin.runner import api_factory_for
-
-            client = api_factory_for(kubeconfig, transport=cluster.transport)()
-            cluster.transport.warm(client.session, f"{cluster.server}/version", WARM_CONNECTIONS)
-            client.session.close()  # its connections stay: the pools are the transport's
         _timing("prepared_ahead", began, self.nodeid)  # not waited for by any test
         return name, kubeconfig
+
+    @staticmethod
+    def _warm(cluster: Cluster, kubeconfig: Path) -> None:
+        # Connections for the operator's first lists, opened now rather than while its start waits.
+        from envtest.plugin.runner import api_factory_for
+
+        client = api_factory_for(kubeconfig, transport=cluster.transport)()
+        cluster.transport.warm(client.session, f"{cluster.server}/version", WARM_CONNECTIONS)
+        client.session.close()  # its connections stay: the pools are the transport's
 
     def _claim_prepared(self, cluster: Cluster) -> str | None:
         """The namespace made ahead for this test, once it is ready; None (and the test makes its

@@ -341,3 +341,21 @@ def test_held_releases_wait_for_start_and_drain_starts_them() -> None:
     assert ran.wait(10)
     releases.submit("ns2", lambda: None)
     assert releases.drain() == [] and releases.pending == 0
+
+
+def test_a_prepare_failing_after_the_namespace_leaves_nothing(session: Any, tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+
+    def broken(*args: Any) -> int:
+        raise RuntimeError("no connections")
+
+    cluster.transport.warm = broken  # type: ignore[method-assign]
+    ctx = TestContext(session, "tests/x.py::test_four")
+    ctx.prepare(cluster, identity=True)  # type: ignore[arg-type]
+    session.ahead().submit(lambda: None).result(timeout=10)
+    made = cluster.identities[0].split("/")[0]
+    assert f"/api/v1/namespaces/{made}" in cluster.session.urls("DELETE")
+    assert f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/envtest-operator-{made}" in (
+        cluster.session.urls("DELETE")
+    )
+    assert ctx.create_namespace(cluster) != made  # type: ignore[arg-type]

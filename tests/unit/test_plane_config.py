@@ -22,6 +22,14 @@ def test_rate_limits_stay_overridable_per_component():
     assert "--kube-api-qps=50" in argv and "--kube-api-qps=1000" not in argv
 
 
+def test_single_member_etcd_elects_itself_at_once_and_the_timing_stays_valid():
+    argv = flags.render(flags.DEFAULT_FLAGS["etcd"])
+    heartbeat = int(next(a for a in argv if a.startswith("--heartbeat-interval=")).split("=")[1])
+    election = int(next(a for a in argv if a.startswith("--election-timeout=")).split("=")[1])
+    assert election <= 100, "the default 1000 ms delays kube-apiserver's storage by up to a second"
+    assert election >= 5 * heartbeat, "etcd refuses an election timeout under 5 heartbeats"
+
+
 def test_fake_node_cannot_run_out_of_pods_or_cpu_for_a_large_suite():
     capacity = kwok.fake_node()["status"]["capacity"]
     assert int(capacity["pods"].removesuffix("k")) * 1000 >= 1000 * 10  # 1,000 clusters, several pods each
