@@ -12,7 +12,8 @@ the test's own, started by its fixture.
 
 Only on the session's cluster once it is up (a plane is never started from here), and only for a
 test that will ask for the namespace. The releases held since the last test (`envtest.plugin.releases`)
-start at the same moment: during a test's setup nothing else competes for the apiserver. Ini
+start at the same moment, so they do not compete with a test's setup. On a machine whose cores the
+test bodies keep busy this moves work rather than saving it (README, "Harness overhead"). Ini
 `envtest_prepare_next = false` turns both off (releases then start at once).
 """
 
