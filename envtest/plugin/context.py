@@ -124,8 +124,9 @@ class TestContext:
         self._prepared = None
         try:
             name, kubeconfig = future.result(timeout=PREPARE_WAIT)
-        except Exception as exc:  # what it made is released already; the test makes its own
+        except Exception as exc:  # the test makes its own
             log.debug("%s: the namespace made ahead is not usable: %s", self.nodeid, exc)
+            self._release_prepared(cluster, future)  # a prepare still running may finish later
             return None
         if kubeconfig is not None:
             self._identities[name] = kubeconfig
@@ -138,10 +139,12 @@ class TestContext:
             return
         cluster, future = self._prepared
         self._prepared = None
+        self._release_prepared(cluster, future)
 
+    def _release_prepared(self, cluster: Cluster, future: Future[tuple[str, Path | None]]) -> None:
         def release() -> None:
             try:
-                name, _ = future.result(timeout=PREPARE_WAIT)
+                name, _ = future.result()  # bounded by the prepare's own request timeouts
             except Exception:  # nothing left: a failed prepare released what it made
                 return
             self._forget(cluster, name)

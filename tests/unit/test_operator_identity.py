@@ -359,3 +359,25 @@ def test_a_prepare_failing_after_the_namespace_leaves_nothing(session: Any, tmp_
         cluster.session.urls("DELETE")
     )
     assert ctx.create_namespace(cluster) != made  # type: ignore[arg-type]
+
+
+def test_a_prepare_too_slow_to_wait_for_is_released_when_it_finishes(
+    session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(context, "PREPARE_WAIT", 0.05)
+    cluster, gate = Cluster(tmp_path), threading.Event()
+    real_warm = cluster.transport.warm
+
+    def slow(*args: Any) -> int:
+        gate.wait(10)
+        return real_warm(*args)
+
+    cluster.transport.warm = slow  # type: ignore[method-assign]
+    ctx = TestContext(session, "tests/x.py::test_five")
+    ctx.prepare(cluster, identity=True)  # type: ignore[arg-type]
+    own = ctx.create_namespace(cluster)  # type: ignore[arg-type]
+    gate.set()
+    assert session.releases.drain() == []
+    made = cluster.identities[0].split("/")[0]
+    assert own != made and ctx.namespaces == [own]
+    assert f"/api/v1/namespaces/{made}" in cluster.session.urls("DELETE"), "not left behind"
