@@ -10,10 +10,12 @@ export GOTOOLCHAIN ?= local
 
 .PHONY: setup binaries test unit e2e run bench manifests lint kind-image kind-up kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
 
-$(VENV)/.installed: pyproject.toml
+# Both distributions editable, and the contributor's dev group (pip >= 25.1 reads [dependency-groups]).
+$(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,kind]'  # kind: the backend's own tests run on the real pytest-kind-ng
+	$(PY) -m pip install -q --upgrade 'pip>=25.1'
+	# kind: the backend's own tests run on the real pytest-kind-ng
+	$(PY) -m pip install -q -e './envtest[kind]' -e ./operator --group dev
 	touch $@
 
 setup: $(VENV)/.installed binaries ## Python environment + control-plane binaries (built with go when not downloadable)
@@ -59,7 +61,7 @@ kind-image: $(VENV)/.installed ## the offline kind node image (docker + go; cold
 	$(NICE) $(PY) -m envtest.binaries.nodeimage build
 
 kind-up: $(VENV)/.installed ## a kind cluster for `pytest --envtest-backend=kind` (dockerd started if needed), reused if running
-	$(NICE) $(PY) -m envtest.cli kind up --name $(KIND_CLUSTER)
+	$(NICE) $(PY) -m envtest.cli kind up --name $(KIND_CLUSTER) --config kind-config.yaml
 
 kind-down: $(VENV)/.installed ## delete the cluster; fails if a container, network or volume of it is left
 	$(PY) -m envtest.cli kind down --name $(KIND_CLUSTER)

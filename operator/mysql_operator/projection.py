@@ -22,7 +22,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
+from .quantity import parse_quantity
 
 Obj = dict[str, Any]
 

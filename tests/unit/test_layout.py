@@ -22,7 +22,7 @@ def test_pytest11_entry_point_resolves_to_the_plugin_module():
 
 
 def test_console_script_and_supervisor_modules_run_with_this_python():
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    scripts = tomllib.loads((ROOT / "envtest/pyproject.toml").read_text())["project"]["scripts"]
     module, _, func = scripts["envtest"].partition(":")
     assert callable(getattr(importlib.import_module(module), func))
     for mod in ("envtest.cli", "envtest.plane.supervise", "envtest.webhooks.detached", "envtest.pins"):
@@ -33,7 +33,7 @@ def test_console_script_and_supervisor_modules_run_with_this_python():
 
 
 def test_supervisor_launches_the_module_that_exists():
-    source = (ROOT / "envtest/plane/supervisor.py").read_text()
+    source = (ROOT / "envtest/src/envtest/plane/supervisor.py").read_text()
     (module,) = re.findall(r'"-m",\s*"([\w.]+)"', source)
     assert importlib.util.find_spec(module) is not None
 
@@ -55,7 +55,7 @@ def test_paths_named_by_ci_and_the_readme_exist():
 
 
 def test_package_data_globs_match_files():
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    data = tomllib.loads((ROOT / "envtest/pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     for package, globs in data.items():
         for glob in globs:
-            assert list((ROOT / package).glob(glob)), f"{package}: {glob} matches nothing"
+            assert list((ROOT / "envtest/src" / package).glob(glob)), f"{package}: {glob} matches nothing"

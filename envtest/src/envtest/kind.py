@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 Getter = Callable[[str], "dict[str, Any] | None"]
 """GET an API path ("api/v1/nodes"); the parsed body, or None for 404."""
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "kind-config.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "data" / "kind-config.yaml"
 READY_TIMEOUT = 300.0
 """Seconds for a new cluster to become usable; a 2-CPU runner needs ~60 s after `kind create`."""
 
