@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 KIND_CLUSTER ?= envtest
 export GOTOOLCHAIN ?= local
 
-.PHONY: setup binaries test unit e2e run bench manifests lint kind-image kind-up kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
+.PHONY: setup binaries test unit e2e durations run bench manifests lint kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
 
 # Both distributions editable, and the contributor's dev group (pip >= 25.1 reads [dependency-groups]).
 $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.toml
@@ -29,8 +29,25 @@ test: setup ## unit + e2e (local control plane), in parallel
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit -n $(WORKERS) $(PYTEST_ARGS)
 
-e2e: setup
-	$(PY) -m pytest tests/e2e -n $(WORKERS) $(PYTEST_ARGS)
+# Sharding across machines (pytest-split): `make e2e SHARDS=4 SHARD=2` runs group 2 of 4, balanced by the
+# durations stored in tests/e2e/.test_durations (`make durations` refreshes them; commit the file). A test
+# missing from it counts as the average of the others and still lands in exactly one group.
+# least_duration (longest first onto the lightest group) balances a suite with a few long tests far better
+# than the default contiguous chunks; every shard starts its own plane either way.
+SHARDS ?=
+SHARD ?=
+DURATIONS ?= tests/e2e/.test_durations
+SPLIT_ARGS = $(if $(SHARDS)$(SHARD),$(if $(and $(SHARDS),$(SHARD)),--splits $(SHARDS) --group $(SHARD) \
+	--durations-path $(DURATIONS) --splitting-algorithm least_duration,$(error give both SHARDS and SHARD \
+	(make e2e SHARDS=4 SHARD=2))))
+
+e2e: setup ## E2E on the local control plane; SHARDS=N SHARD=i runs one group of N
+	$(PY) -m pytest tests/e2e -n $(WORKERS) $(SPLIT_ARGS) $(PYTEST_ARGS)
+
+# Durations measured the way shards run (-n $(WORKERS)); --clean-durations drops tests that are gone.
+durations: setup ## refresh tests/e2e/.test_durations (pytest-split) from a full E2E run
+	$(PY) -m pytest tests/e2e -n $(WORKERS) --store-durations --clean-durations --durations-path $(DURATIONS) \
+		$(PYTEST_ARGS)
 
 run: setup ## local control plane + CRD + operator + sample until Running; Ctrl-C stops everything
 	$(PY) hack/run.py
@@ -48,31 +65,42 @@ lint: $(VENV)/.installed
 	GOBIN=$(CURDIR)/$(VENV)/bin go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 	$(VENV)/bin/actionlint
 
-# kind: the binary on PATH, else built once with go at the pinned version; the node image is the pinned
-# one (ENVTEST_KIND_IMAGE overrides) when docker has or can pull it, else the offline one built here
-# (`make kind-image`, cached by content). dockerd is started when none runs. Versions: `$(PY) -m envtest.pins`.
-# On the offline image the operator's images are stand-ins: STANDIN_ENV names them for the E2E run.
+# kind: the binary on PATH, else built once with go at the pinned version; the node image is one docker has
+# or can pull (ENVTEST_KIND_IMAGE, else the pinned one), else the offline one `make kind-image` built (cached
+# by content) — never built implicitly. Only kind-host/kind-up/kind-image touch the host (`envtest kind
+# host-setup`: dockerd started, docker.io/capwrap where needed; every change printed). Versions: `$(PY) -m
+# envtest.pins`. The offline image holds Kubernetes' own images only: the operator's are stand-ins from its
+# test kit (tests/kit/standins.py), loaded by `make kind-standins`; STANDIN_ENV points the operator at them
+# (empty on a cluster that pulls the real images).
 NICE ?= nice -n 10
-STANDIN_ENV = $$($(PY) -m envtest.binaries.nodeimage env --name $(KIND_CLUSTER))
+STANDINS = $(PY) tests/kit/standins.py
+STANDIN_ENV = $$($(STANDINS) env --name $(KIND_CLUSTER))
 KIND_SMOKE_TIMEOUT ?= 900
 KIND_SMOKE_PATHS ?= tests/e2e
 
-kind-image: $(VENV)/.installed ## the offline kind node image (docker + go; cold ≈ 26 min on 2 cores, cached: 3 s)
-	$(NICE) $(PY) -m envtest.binaries.nodeimage build
+kind-host: $(VENV)/.installed ## docker usable for kind: dockerd started, docker.io/capwrap where needed (idempotent)
+	$(PY) -m envtest.cli kind host-setup
 
-kind-up: $(VENV)/.installed ## a kind cluster for `pytest --envtest-backend=kind` (dockerd started if needed), reused if running
+kind-image: $(VENV)/.installed ## host set up, then the offline kind node image (cold ≈ 26 min on 2 cores, cached: 3 s)
+	$(NICE) $(PY) -m envtest.cli kind image build
+
+kind-up: kind-host ## a kind cluster for `pytest --envtest-backend=kind`, reused if running
 	$(NICE) $(PY) -m envtest.cli kind up --name $(KIND_CLUSTER) --config kind-config.yaml
+
+kind-standins: kind-up ## the operator's stand-in images loaded into the cluster, if its node image needs them
+	$(NICE) $(STANDINS) load --name $(KIND_CLUSTER)
 
 kind-down: $(VENV)/.installed ## delete the cluster; fails if a container, network or volume of it is left
 	$(PY) -m envtest.cli kind down --name $(KIND_CLUSTER)
 	$(PY) hack/kind_leftovers.py --name $(KIND_CLUSTER)
 
-e2e-kind: $(VENV)/.installed ## E2E on kind: reuses `make kind-up`'s cluster, else creates (and deletes) one
+# Sharded, the skip share is checked on the merged report: one shard may hold most local-only tests.
+e2e-kind: kind-standins ## E2E on `make kind-up`'s cluster (created if missing; it stays: `make kind-down`)
 	env $(STANDIN_ENV) $(PY) -m pytest tests/e2e -n $(WORKERS) -rs --envtest-backend=kind \
-		--envtest-cluster-name=$(KIND_CLUSTER) --junitxml=artifacts/junit-kind.xml $(PYTEST_ARGS)
-	$(PY) hack/skipcheck.py artifacts/junit-kind.xml --max-skipped 0.5
+		--envtest-cluster-name=$(KIND_CLUSTER) --junitxml=artifacts/junit-kind.xml $(SPLIT_ARGS) $(PYTEST_ARGS)
+	$(if $(SHARDS),,$(PY) hack/skipcheck.py artifacts/junit-kind.xml --max-skipped 0.5)
 
-kind-smoke: $(VENV)/.installed ## the CI smoke set on `make kind-up`'s cluster (-m kind_smoke)
+kind-smoke: kind-standins ## the CI smoke set on `make kind-up`'s cluster (-m kind_smoke)
 	env $(STANDIN_ENV) timeout $(KIND_SMOKE_TIMEOUT) $(PY) -m pytest $(KIND_SMOKE_PATHS) -m kind_smoke -rs \
 		--envtest-backend=kind --envtest-cluster-name=$(KIND_CLUSTER) --junitxml=artifacts/junit-kind-smoke.xml \
 		$(PYTEST_ARGS)
@@ -83,8 +111,8 @@ KUBECTL = $$($(PY) -m envtest.cli binaries path kubectl)
 KIND_KUBECONFIG = $$($(PY) -c 'from envtest.kind import kubeconfig_path; print(kubeconfig_path("$(KIND_CLUSTER)"))')
 OPERATOR_IMAGE ?= mysql-operator:dev
 
-kind-deploy: kind-up ## the operator's image built here, loaded into kind and deployed with `make deploy`
-	base=$$($(PY) -m envtest.binaries.nodeimage pybase .) && \
+kind-deploy: kind-standins ## the operator's image built here, loaded into kind and deployed with `make deploy`
+	base=$$($(PY) -m envtest.cli kind image pybase operator) && \
 		$(NICE) docker build -q --build-arg BASE_IMAGE=$$base -f operator/config/Dockerfile -t $(OPERATOR_IMAGE) .
 	$$($(PY) -m envtest.cli kind path) load docker-image $(OPERATOR_IMAGE) --name $(KIND_CLUSTER)
 	PATH="$$(dirname $(KUBECTL)):$$PATH" KUBECONFIG=$(KIND_KUBECONFIG) $(MAKE) deploy
@@ -101,8 +129,8 @@ kind-deployed-smoke: $(VENV)/.installed ## the smoke test of `make kind-deploy`'
 kind-undeploy: $(VENV)/.installed ## remove `make kind-deploy`'s operator (CRD and RBAC stay)
 	$(KUBECTL) --kubeconfig $(KIND_KUBECONFIG) delete -f operator/config/manager.yaml --ignore-not-found --wait
 
-run-kind: kind-up ## the operator on the host, attached to the kind cluster, with the sample until Running
-	$(PY) hack/run_kind.py --name $(KIND_CLUSTER)
+run-kind: kind-standins ## the operator on the host, attached to the kind cluster, with the sample until Running
+	env $(STANDIN_ENV) $(PY) hack/run_kind.py --name $(KIND_CLUSTER)
 
 deploy: ## CRD, RBAC and the operator Deployment into the current kubectl context
 	kubectl apply -f api/crd/ -f operator/config/rbac.yaml -f operator/config/manager.yaml \

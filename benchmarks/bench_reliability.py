@@ -3,7 +3,7 @@
     python benchmarks/bench_reliability.py [--runs 3] [--workers 1]
 
 Runs the reliability scenarios themselves (tests/e2e/reliability/test_reliability_*.py) with
-$ENVTEST_RELIABILITY_RESULTS set, so what is measured is exactly what the suite asserts. Each scenario
+$RELIABILITY_RESULTS set, so what is measured is exactly what the suite asserts. Each scenario
 appends one line per fault: seconds from the fault (or the change made during it) until every
 cluster is Running again, and the API requests and writes the operator sent meanwhile (counted by
 the fault proxy; by the operator's own metrics for the kube-apiserver restart, which runs unproxied).
@@ -39,7 +39,7 @@ MEASURES = ("seconds", "requests", "writes")
 
 
 def run_suite(workers: int, target: Path) -> float:
-    env = {**os.environ, "ENVTEST_RELIABILITY_RESULTS": str(target)}
+    env = {**os.environ, "RELIABILITY_RESULTS": str(target)}
     began = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *SUITE, "-q", "-p", "no:cacheprovider", "-n", str(workers)],

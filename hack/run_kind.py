@@ -2,7 +2,8 @@
 reused; created if missing), with the minimal sample until Running, then until Ctrl-C. The cluster stays.
 
 The same ServiceAccount binding, sample and wait as `make run` (hack/run.py), on real pods: mysql is
-pulled from Docker Hub, or set MYSQL_OPERATOR_MYSQL_IMAGE to an image loaded with `kind load`.
+pulled from Docker Hub, or, on a cluster from the offline node image, the test kit's stand-ins that
+`make kind-standins` loaded (`make run-kind` sets MYSQL_OPERATOR_*_IMAGE from tests/kit/standins.py env).
 """
 
 from __future__ import annotations

@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
                 client_factory(config),
                 bind_address=args.webhook_bind_address,
                 port=args.webhook_port,
+                # controller-runtime's webhook metrics, on the manager's /metrics.
+                registry=manager.registry,
             )
             # Before the manager: every replica serves webhooks, leader or not, and the apiserver
             # cannot convert (or read at v1alpha1) while none does.

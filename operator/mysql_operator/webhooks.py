@@ -14,9 +14,11 @@ neither is registered for DELETE: a webhook that is down must never keep a clust
 The finalizer's removal is an UPDATE, so the configurations also skip objects being deleted
 (`matchConditions`; see `webhook_manifests.py`).
 
-The server is `envtest.webhooks.WebhookServer` (shipped in the same distribution, standard library
-only). It reads `tls.crt`/`tls.key` once at start: after cert-manager rotates the Secret, the pod
-must restart (the certificates it issues live 90 days and are renewed 30 days early).
+The server is the runtime's own (`runtime/webhook.py`, standard library only): it re-reads
+`tls.crt`/`tls.key` when they change, so a cert-manager renewal or a CA rotation (new key, new CA) is
+served from the next connection on, without a restart; it caps bodies, times out handshakes and reads,
+and bounds its connections. The operator never imports the test harness: the harness only needs an
+endpoint (`url`, `ca_pem`) to install configurations against, which `conversion_endpoint` gives it.
 """
 
 from __future__ import annotations
@@ -24,16 +26,18 @@ from __future__ import annotations
 import logging
 import zoneinfo
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pykube
-
-from envtest.webhooks import ServingCerts, WebhookServer, allow
+from prometheus_client import CollectorRegistry
 
 from . import api
 from .conversion import convert
 from .reconciler import valid_schedule
+from .runtime.reviews import allow
+from .runtime.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,35 @@ MUTATE_PATH = f"/mutate-{api.GROUP.replace('.', '-')}-{api.VERSION}-{api.SINGULA
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 Obj = dict[str, Any]
+
+
+class CertDir(Protocol):
+    """A serving certificate on disk and where it is dialled: what `server` needs (the harness's
+    ServingCerts is one, by shape; nothing here imports it)."""
+
+    @property
+    def cert_file(self) -> Path: ...
+
+    @property
+    def key_file(self) -> Path: ...
+
+    @property
+    def host(self) -> str:
+        """The address the certificate names first: URLs are built with it, the socket binds it."""
+        ...
+
+    @property
+    def ca_pem(self) -> bytes:
+        """The issuing CA (the configurations' caBundle); may be empty when someone else knows it."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Files:
+    cert_file: Path
+    key_file: Path
+    host: str
+    ca_pem: bytes = b""
 
 
 class StorageClasses(Protocol):
@@ -140,34 +173,51 @@ def _known_zone(zone: str) -> bool:
 
 
 def server(
-    certs: ServingCerts,
+    certs: CertDir,
     api_factory: Callable[[], pykube.HTTPClient] | None = None,
     *,
     listen: str | None = None,
     port: int = 0,
+    registry: CollectorRegistry | None = None,
 ) -> WebhookServer:
     """All three webhooks on one (not yet started) server. Without `api_factory` the StorageClass
-    checks and defaults are off (a conversion-only endpoint, as the harness runs it per plane)."""
+    checks and defaults are off (a conversion-only endpoint, as the harness runs it per plane).
+    ``registry`` takes the webhook metrics (the Manager's, to serve them on its /metrics)."""
     classes = ApiStorageClasses(api_factory) if api_factory else None
-    hooks = WebhookServer(certs, listen=listen, port=port)
+    hooks = WebhookServer(
+        certs.cert_file,
+        certs.key_file,
+        listen=listen or certs.host,
+        port=port,
+        host=certs.host,
+        ca_pem=certs.ca_pem,
+        registry=registry,
+    )
     hooks.conversion(CONVERT_PATH, convert)
     hooks.admission(VALIDATE_PATH, lambda req: validate(req, classes))
     hooks.admission(MUTATE_PATH, lambda req: default(req, classes))
     return hooks
 
 
-def conversion_endpoint(certs: ServingCerts) -> WebhookServer:
-    """Factory for the harness's per-plane conversion endpoint (`envtest_conversion_webhook`)."""
+def conversion_endpoint(certs: CertDir) -> WebhookServer:
+    """Factory for the harness's per-plane conversion endpoint (ini `envtest_conversion_webhook`): a
+    started server on the address the certificate names, with `url`, `ca_pem` and `stop()`."""
     return server(certs).start()
 
 
 def from_cert_dir(
-    cert_dir: Path, api_factory: Callable[[], pykube.HTTPClient], *, bind_address: str, port: int
+    cert_dir: Path,
+    api_factory: Callable[[], pykube.HTTPClient],
+    *,
+    bind_address: str,
+    port: int,
+    registry: CollectorRegistry | None = None,
 ) -> WebhookServer:
-    """The deployed form: certificates some other party wrote (cert-manager, a bootstrap Secret)."""
+    """The deployed form: certificates some other party writes and renews (cert-manager, a bootstrap
+    Secret), served from whatever the files hold when each connection arrives."""
     for name in ("tls.crt", "tls.key"):
         if not (cert_dir / name).is_file():
             raise FileNotFoundError(f"--cert-dir {cert_dir}: no {name}")
     # No CA here: the apiserver learns it from the configurations' caBundle, not from us.
-    certs = ServingCerts(cert_dir=cert_dir, hosts=(bind_address,), ca_pem=b"")
-    return server(certs, api_factory, listen=bind_address, port=port)
+    files = _Files(cert_dir / "tls.crt", cert_dir / "tls.key", host=bind_address)
+    return server(files, api_factory, port=port, registry=registry)

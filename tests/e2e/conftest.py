@@ -13,50 +13,57 @@ from mysqlkit import MySQLClusters, Timeouts
 class Api:
     """Tiny raw-REST helper over the admin session, for objects the tests build as plain dicts."""
 
-    def __init__(self, session: requests.Session, server: str) -> None:
+    def __init__(self, session: requests.Session, server: str, timeouts: Timeouts) -> None:
         self.session, self.server = session, server
+        self.timeouts = timeouts
+        """The backend's scaling, for these requests and for the waits of whoever holds this Api."""
 
     def url(self, path: str) -> str:
         return f"{self.server}/{path.lstrip('/')}"
 
     def get(self, path: str) -> dict[str, Any] | None:
-        resp = self.session.get(self.url(path), timeout=10)
+        resp = self.session.get(self.url(path), timeout=self.timeouts(10))
         if resp.status_code == 404:
             return None
         resp.raise_for_status()
         return resp.json()  # type: ignore[no-any-return]
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = self.session.post(self.url(path), json=body, timeout=10)
+        resp = self.session.post(self.url(path), json=body, timeout=self.timeouts(10))
         assert resp.status_code == 201, f"POST {path}: {resp.status_code} {resp.text[:500]}"
         return resp.json()  # type: ignore[no-any-return]
 
     def delete(self, path: str, **body: Any) -> int:
-        return self.session.delete(self.url(path), json=body or None, timeout=10).status_code
+        return self.session.delete(self.url(path), json=body or None, timeout=self.timeouts(10)).status_code
 
     def patch(self, path: str, body: dict[str, Any], kind: str = "merge") -> dict[str, Any]:
         resp = self.session.patch(
-            self.url(path), json=body, timeout=10, headers={"Content-Type": f"application/{kind}-patch+json"}
+            self.url(path),
+            json=body,
+            timeout=self.timeouts(10),
+            headers={"Content-Type": f"application/{kind}-patch+json"},
         )
         assert resp.status_code == 200, f"PATCH {path}: {resp.status_code} {resp.text[:500]}"
         return resp.json()  # type: ignore[no-any-return]
 
     def items(self, path: str, selector: str | None = None) -> list[dict[str, Any]]:
         resp = self.session.get(
-            self.url(path), params={"labelSelector": selector} if selector else None, timeout=10
+            self.url(path),
+            params={"labelSelector": selector} if selector else None,
+            timeout=self.timeouts(10),
         )
         resp.raise_for_status()
         return resp.json()["items"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")
-def api(cluster: Any) -> Api:
-    return Api(cluster.session, cluster.server)
+def api(cluster: Any, timeouts: Timeouts) -> Api:
+    return Api(cluster.session, cluster.server, timeouts)
 
 
 @pytest.fixture
 def make_api() -> Callable[[Any], Api]:
-    return lambda cluster: Api(cluster.session, cluster.server)
+    return lambda cluster: Api(cluster.session, cluster.server, Timeouts(cluster.backend))
 
 
 @pytest.fixture(scope="session")

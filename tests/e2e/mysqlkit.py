@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from mysql_operator.runtime.manager import WRITE_VERBS
 
 from envtest import assert_matches, eventually
+from mysql_operator.runtime.manager import WRITE_VERBS
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "api" / "samples"
@@ -48,7 +48,11 @@ a kubelet pulls mysql and waits for it to start (tens of seconds on a 2-CPU runn
 
 class Timeouts:
     """Timeouts written for the local plane, stretched for the backend in use
-    (ENVTEST_TIMEOUT_SCALE overrides): `eventually(check, timeout=timeouts(60))`."""
+    (ENVTEST_TIMEOUT_SCALE overrides): `eventually(check, timeout=timeouts(60))`.
+
+    Every wait in tests/e2e goes through one of these, at the call site: helpers take seconds already
+    scaled and default to a scaled value, so nothing is stretched twice and nothing is missed
+    (tests/unit/test_e2e_timeouts.py fails on a number written out as a timeout)."""
 
     def __init__(self, backend: str) -> None:
         override = os.environ.get("ENVTEST_TIMEOUT_SCALE")
@@ -57,6 +61,12 @@ class Timeouts:
 
     def __call__(self, seconds: float) -> float:
         return seconds * self.scale
+
+
+def scaled(cluster: Any, seconds: float) -> float:
+    """`seconds` written for the local plane, stretched for `cluster`'s backend: for helpers that are
+    handed a cluster rather than the `timeouts` fixture."""
+    return Timeouts(cluster.backend)(seconds)
 
 
 def kind_profile(manifest: Obj) -> Obj:
@@ -129,8 +139,9 @@ class MySQLClusters:
     def delete(self, name: str, **options: Any) -> int:
         return self.api.delete(self.path(name), **options)  # type: ignore[no-any-return]
 
-    def wait_running(self, name: str, *, timeout: float = 90.0) -> Obj:
-        """Until status says Running for the current generation; returns the cluster then."""
+    def wait_running(self, name: str, *, timeout: float | None = None) -> Obj:
+        """Until status says Running for the current generation; returns the cluster then.
+        `timeout`: seconds, already scaled (default: 90 on the local plane, scaled)."""
 
         def running() -> Obj:
             cr = self.must_get(name)
@@ -138,14 +149,18 @@ class MySQLClusters:
             assert_matches(cr, {"status": {"phase": "Running", "observedGeneration": generation}})
             return cr
 
-        return eventually(running, timeout=self.timeouts(timeout), description=f"{name} Running")
+        wait = self.timeouts(90.0) if timeout is None else timeout
+        return eventually(running, timeout=wait, description=f"{name} Running")
 
-    def wait_gone(self, name: str, *, timeout: float = 60.0) -> None:
+    def wait_gone(self, name: str, *, timeout: float | None = None) -> None:
+        """Until the cluster is gone; `timeout` as for wait_running (default: 60 on the local plane)."""
+
         def gone() -> None:
             cr = self.get(name)
             assert cr is None, f"{name} still there: {_deletion_state(cr)}"
 
-        eventually(gone, timeout=self.timeouts(timeout), description=f"{name} gone")
+        wait = self.timeouts(60.0) if timeout is None else timeout
+        eventually(gone, timeout=wait, description=f"{name} gone")
 
     # -- children -------------------------------------------------------------------------------
 
@@ -177,8 +192,9 @@ class MySQLClusters:
 
     # -- the final-backup Job's pod (kwok holds Job pods Running; the test decides how they end) ----
 
-    def final_backup_pod(self, cluster: str, *, timeout: float = 60.0) -> Obj:
-        """The Running pod of the current final-backup Job (not one of an earlier, failed Job)."""
+    def final_backup_pod(self, cluster: str, *, timeout: float | None = None) -> Obj:
+        """The Running pod of the current final-backup Job (not one of an earlier, failed Job);
+        `timeout` as for wait_running (default: 60 on the local plane)."""
 
         def running_pod() -> Obj:
             job = self.child("job", cluster)
@@ -194,9 +210,8 @@ class MySQLClusters:
             assert len(live) == 1, f"Running pods of the Job: {[p['metadata']['name'] for p in live]}"
             return live[0]
 
-        return eventually(
-            running_pod, timeout=self.timeouts(timeout), description=f"{cluster} final backup pod Running"
-        )
+        wait = self.timeouts(60.0) if timeout is None else timeout
+        return eventually(running_pod, timeout=wait, description=f"{cluster} final backup pod Running")
 
     def finish_pod(self, pod: Obj, *, succeeded: bool) -> None:
         """What a kubelet would report when the pod's only container exits 0 (or 1)."""

@@ -39,7 +39,9 @@ def conflict_reported(mysql: MySQLClusters, name: str, message: str) -> None:
         ]
         assert any(message in e["message"] for e in warnings), [e["message"] for e in mysql.events(name)]
 
-    eventually(reported, timeout=30, description="ChildConflict in status and as a Warning Event")
+    eventually(
+        reported, timeout=mysql.timeouts(30), description="ChildConflict in status and as a Warning Event"
+    )
 
 
 def untouched(before: dict[str, Any], after: dict[str, Any] | None) -> None:
@@ -59,13 +61,21 @@ def test_foreign_statefulset_of_the_same_name_is_a_conflict_and_survives_the_clu
     mysql.create(MINIMAL)
 
     conflict_reported(mysql, "sample", "StatefulSet sample-mysql exists and is not ours")
-    consistently(lambda: untouched(theirs, mysql.child("statefulset", "sample")), duration=3.0, interval=0.5)
+    consistently(
+        lambda: untouched(theirs, mysql.child("statefulset", "sample")),
+        duration=mysql.timeouts(3.0),
+        interval=0.5,
+    )
     assert mysql.child("service", "sample") is not None, "the other children still converge"
 
     assert mysql.delete("sample") == 200
-    mysql.wait_gone("sample", timeout=30)
+    mysql.wait_gone("sample", timeout=mysql.timeouts(30))
     # Had we adopted it, the garbage collector would now delete it with the cluster.
-    consistently(lambda: untouched(theirs, mysql.child("statefulset", "sample")), duration=3.0, interval=0.5)
+    consistently(
+        lambda: untouched(theirs, mysql.child("statefulset", "sample")),
+        duration=mysql.timeouts(3.0),
+        interval=0.5,
+    )
 
 
 def test_foreign_service_selector_is_never_rewritten(mysql: MySQLClusters, operator: OperatorRunner) -> None:
@@ -80,7 +90,11 @@ def test_foreign_service_selector_is_never_rewritten(mysql: MySQLClusters, opera
     mysql.create(MINIMAL)
 
     conflict_reported(mysql, "sample", "Service sample-headless exists and is not ours")
-    consistently(lambda: untouched(theirs, mysql.child("service", "sample")), duration=3.0, interval=0.5)
+    consistently(
+        lambda: untouched(theirs, mysql.child("service", "sample")),
+        duration=mysql.timeouts(3.0),
+        interval=0.5,
+    )
 
 
 def test_foreign_secret_is_a_conflict_and_no_pod_runs_on_it(
@@ -101,7 +115,7 @@ def test_foreign_secret_is_a_conflict_and_no_pod_runs_on_it(
     def no_pods_on_a_foreign_password() -> None:
         assert mysql.child("statefulset", "sample") is None, "a StatefulSet reads someone else's Secret"
 
-    consistently(no_pods_on_a_foreign_password, duration=3.0, interval=0.5)
+    consistently(no_pods_on_a_foreign_password, duration=mysql.timeouts(3.0), interval=0.5)
 
 
 def password(mysql: MySQLClusters, name: str) -> tuple[str, str]:
@@ -118,12 +132,12 @@ def test_recreated_cluster_reuses_the_retained_password(
     first = password(mysql, "sample")
 
     assert mysql.delete("sample") == 200
-    mysql.wait_gone("sample", timeout=30)
+    mysql.wait_gone("sample", timeout=mysql.timeouts(30))
 
     def children_collected() -> None:
         assert mysql.child("statefulset", "sample") is None, "StatefulSet not collected yet"
 
-    eventually(children_collected, timeout=60)
+    eventually(children_collected, timeout=mysql.timeouts(60))
     kept = mysql.child("secret", "sample")
     assert kept is not None and "ownerReferences" not in kept["metadata"]
     assert kept["metadata"]["annotations"][RETAINED] == "true"
@@ -146,10 +160,10 @@ def test_orphans_of_an_earlier_cluster_are_adopted_by_its_successor(
     old_uid = mysql.wait_running("sample")["metadata"]["uid"]
     before = {kind: mysql.child(kind, "sample") for kind in ("statefulset", "service", "primary-service")}
     deleting = mysql.api.session.delete(
-        mysql.api.url(mysql.path("sample")), json={"propagationPolicy": "Orphan"}, timeout=10
+        mysql.api.url(mysql.path("sample")), json={"propagationPolicy": "Orphan"}, timeout=mysql.timeouts(10)
     )
     assert deleting.status_code == 200, deleting.text[:300]
-    mysql.wait_gone("sample", timeout=60)
+    mysql.wait_gone("sample", timeout=mysql.timeouts(60))
 
     new_uid = mysql.create(MINIMAL)["metadata"]["uid"]
     mysql.wait_running("sample")
@@ -162,4 +176,4 @@ def test_orphans_of_an_earlier_cluster_are_adopted_by_its_successor(
             ref = controller_ref(child)
             assert ref is not None and ref["uid"] == new_uid != old_uid, f"{kind}: {ref}"
 
-    eventually(adopted, timeout=30)
+    eventually(adopted, timeout=mysql.timeouts(30))

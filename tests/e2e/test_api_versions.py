@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mysql_operator import manifests
-from mysql_operator.webhooks import CONVERT_PATH, server
+from mysqlkit import Timeouts
 
 from envtest import crds, eventually
-from envtest.webhooks import WebhookServer, install_crds, serving_certs, wait_converting
+from envtest.webhooks import install_crds, serving_certs, wait_converting
+from mysql_operator import manifests
+from mysql_operator.runtime import WebhookServer
+from mysql_operator.webhooks import CONVERT_PATH, server
 
 GROUP = "apis/db.example.com"
 FIELDS = "db.example.com/v1beta1-fields"
@@ -36,6 +38,7 @@ class Plane:
     def __init__(self, cluster: Any, hooks: WebhookServer, namespace: str) -> None:
         self.cluster, self.hooks, self.namespace = cluster, hooks, namespace
         self.s, self.api = cluster.session, cluster.server
+        self.timeouts = Timeouts(cluster.backend)
 
     def url(self, version: str, name: str = "") -> str:
         base = f"{self.api}/{GROUP}/{version}/namespaces/{self.namespace}/mysqlclusters"
@@ -46,7 +49,7 @@ class Plane:
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         version = body["apiVersion"].rsplit("/", 1)[1]
-        resp = self.s.post(self.url(version), json=body, timeout=30)
+        resp = self.s.post(self.url(version), json=body, timeout=self.timeouts(30))
         assert resp.status_code == 201, resp.text
         return resp.json()  # type: ignore[no-any-return]
 
@@ -56,7 +59,7 @@ class Plane:
 
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         version = obj["apiVersion"].rsplit("/", 1)[1]
-        resp = self.s.put(self.url(version, obj["metadata"]["name"]), json=obj, timeout=30)
+        resp = self.s.put(self.url(version, obj["metadata"]["name"]), json=obj, timeout=self.timeouts(30))
         assert resp.status_code == 200, resp.text
         return resp.json()  # type: ignore[no-any-return]
 
@@ -92,16 +95,18 @@ def beta(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def test_the_shared_cluster_converts_through_the_runs_own_endpoint(cluster: Any, namespace: str) -> None:
+def test_the_shared_cluster_converts_through_the_runs_own_endpoint(
+    cluster: Any, namespace: str, timeouts: Timeouts
+) -> None:
     s, api = cluster.session, cluster.server
-    crd = s.get(f"{api}/{crds.CRD_API}/{CRD_NAME}", timeout=10).json()
+    crd = s.get(f"{api}/{crds.CRD_API}/{CRD_NAME}", timeout=timeouts(10)).json()
     assert crd["spec"]["conversion"]["strategy"] == "Webhook", "the run's CRDs must point at its endpoint"
 
     def url(version: str, name: str = "") -> str:
         return f"{api}/{GROUP}/{version}/namespaces/{namespace}/mysqlclusters" + (f"/{name}" if name else "")
 
     # Stored at v1beta1: the create itself already goes through the endpoint.
-    made = s.post(url("v1alpha1"), json=alpha("shared", storageSize="3Gi"), timeout=30)
+    made = s.post(url("v1alpha1"), json=alpha("shared", storageSize="3Gi"), timeout=timeouts(30))
     assert made.status_code == 201, made.text
     hub = wait_converting(s, url("v1beta1", "shared"))
     assert hub["spec"]["storage"] == {"size": "3Gi"} and "storageSize" not in hub["spec"]
@@ -116,7 +121,7 @@ def test_created_at_v1alpha1_reads_at_v1beta1_and_back_without_loss(plane: Plane
     assert hub["spec"]["backup"]["schedule"] == {"cron": "@daily"}
     assert "storageSize" not in hub["spec"] and FIELDS not in (hub["metadata"].get("annotations") or {})
     assert plane.get("v1alpha1", "a")["spec"] == created["spec"]
-    assert plane.hooks.requests[CONVERT_PATH] >= 2  # really converted, not relabelled
+    assert plane.hooks.served(CONVERT_PATH) >= 2  # really converted, not relabelled
 
 
 def test_v1beta1_only_fields_survive_a_v1alpha1_read_modify_write(plane: Plane) -> None:
@@ -148,7 +153,7 @@ def test_a_list_of_objects_created_at_both_versions_reads_at_either(plane: Plane
     plane.get("v1alpha1", "new")  # conversion is live
 
     def listed(version: str) -> dict[str, dict[str, Any]]:
-        resp = plane.s.get(plane.url(version), timeout=30)
+        resp = plane.s.get(plane.url(version), timeout=plane.timeouts(30))
         assert resp.status_code == 200, resp.text
         items = resp.json()["items"]
         assert {i["apiVersion"] for i in items} == {f"db.example.com/{version}"}
@@ -172,17 +177,18 @@ def alpha_only(crd: dict[str, Any]) -> dict[str, Any]:
 
 def test_objects_stored_before_the_storage_version_changed_still_read_correctly(plane: Plane) -> None:
     def crd_gone() -> None:
-        assert plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=10).status_code == 404
+        crd = plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=plane.timeouts(10))
+        assert crd.status_code == 404
 
     # Start over as a v1alpha1-only cluster: the CRD the plane came with already stores v1beta1.
-    gone = plane.s.delete(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=30)
+    gone = plane.s.delete(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=plane.timeouts(30))
     assert gone.status_code in (200, 202), gone.text
-    eventually(crd_gone, timeout=60)
+    eventually(crd_gone, timeout=plane.timeouts(60))
     plane.install(alpha_only(manifests.crd()))
     before = plane.create(alpha("stored-as-alpha", storageSize="7Gi", backup={"schedule": "30 1 * * *"}))
 
     plane.install(manifests.crd())  # the upgrade: v1beta1 added and made the storage version
-    crd = plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=10).json()
+    crd = plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=plane.timeouts(10)).json()
     assert crd["status"]["storedVersions"] == ["v1alpha1", "v1beta1"]
 
     hub = plane.get("v1beta1", "stored-as-alpha")  # etcd still holds v1alpha1 bytes: converted on read

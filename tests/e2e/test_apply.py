@@ -7,12 +7,12 @@ import copy
 from typing import Any
 
 import pytest
-from mysql_operator import resources
 from mysqlkit import MySQLClusters, sample, writes
 
 from envtest import OperatorRunner, consistently, eventually
 from envtest.clusters import Cluster
 from envtest.plugin.context import TestContext
+from mysql_operator import resources
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 SIZED = {**MINIMAL, "spec": {**MINIMAL["spec"], "resources": {"cpu": "500m", "memory": "1Gi"}}}
@@ -50,7 +50,10 @@ def test_object_written_before_apply_is_upgraded_and_a_dropped_field_removed(
     # apiserver names the field manager after it) and no fieldManager.
     old = copy.deepcopy(resources.statefulset(cr))
     response = mysql.api.session.post(
-        mysql.api.url(sts_path(mysql)), json=old, headers={"User-Agent": "pykube-ng/23.6.0"}, timeout=10
+        mysql.api.url(sts_path(mysql)),
+        json=old,
+        headers={"User-Agent": "pykube-ng/23.6.0"},
+        timeout=mysql.timeouts(10),
     )
     assert response.status_code == 201, response.text[:300]
     assert managers(response.json()) == [("pykube-ng", "Update")]
@@ -64,7 +67,7 @@ def test_object_written_before_apply_is_upgraded_and_a_dropped_field_removed(
             assert mysqld(mysql)["resources"] == MEMORY_ONLY, mysqld(mysql)["resources"]
 
         # Without the upgrade, pykube-ng's Update entry would keep owning (and keeping) cpu.
-        eventually(cpu_removed, timeout=30)
+        eventually(cpu_removed, timeout=mysql.timeouts(30))
         sts = mysql.child("statefulset", "sample")
         assert sts is not None
         assert ("pykube-ng", "Update") not in managers(sts)
@@ -91,7 +94,7 @@ def test_another_writers_sidecar_survives_our_apply_and_causes_no_write_loop(
         params={"fieldManager": "sidecar-injector"},
         json=injector,
         headers={"Content-Type": "application/apply-patch+yaml"},
-        timeout=10,
+        timeout=mysql.timeouts(10),
     )
     assert applied.status_code == 200, applied.text[:300]
 
@@ -104,11 +107,11 @@ def test_another_writers_sidecar_survives_our_apply_and_causes_no_write_loop(
         assert names == ["mysql", "sidecar"], names
         assert mysqld(mysql)["image"] == "mysql:8.4"
 
-    eventually(converged_with_sidecar, timeout=30)
+    eventually(converged_with_sidecar, timeout=mysql.timeouts(30))
     mysql.wait_running("sample")
     before = writes(operator.operator)
 
     def quiet() -> None:
         assert writes(operator.operator) == before, "the operator keeps writing: it fights the sidecar"
 
-    consistently(quiet, duration=4.0, interval=0.5)
+    consistently(quiet, duration=mysql.timeouts(4.0), interval=0.5)

@@ -77,7 +77,7 @@ def test_unparseable_schedule_fails_once_while_others_converge(
     mysql.create(with_schedule("61 * * * *"), skip_final_backup=True)
     elsewhere.create(MINIMAL)
 
-    eventually(lambda: assert_failed_naming_schedule(mysql, "bad-schedule"), timeout=30)
+    eventually(lambda: assert_failed_naming_schedule(mysql, "bad-schedule"), timeout=mysql.timeouts(30))
     elsewhere.wait_running("sample")
 
     # This operator has only the bad cluster to look at, so its counters are that key's alone.
@@ -89,7 +89,7 @@ def test_unparseable_schedule_fails_once_while_others_converge(
         assert reconciles(manager) - reconciled <= 1, f"{reconciles(manager) - reconciled} more reconciles"
         assert writes(manager) == written, "the operator keeps writing about a spec it cannot act on"
 
-    consistently(no_retry_storm, duration=5.0, interval=0.5)
+    consistently(no_retry_storm, duration=mysql.timeouts(5.0), interval=0.5)
     assert reconciles(manager) <= 6, f"{reconciles(manager)} reconciles of one cluster that cannot change"
     assert mysql.child("statefulset", "bad-schedule") is None, "children were made from a rejected spec"
 
@@ -112,7 +112,11 @@ def cronjob_status(mysql: MySQLClusters, schedule: str) -> int:
         },
     }
     url = mysql.api.url(f"apis/batch/v1/namespaces/{mysql.namespace}/cronjobs")
-    return int(mysql.api.session.post(url, json=body, params={"dryRun": "All"}, timeout=10).status_code)
+    return int(
+        mysql.api.session.post(
+            url, json=body, params={"dryRun": "All"}, timeout=mysql.timeouts(10)
+        ).status_code
+    )
 
 
 @pytest.mark.parametrize(
@@ -127,7 +131,7 @@ def test_schedule_a_cronjob_would_refuse_fails_the_cluster(
     assert cronjob_status(mysql, schedule) == 422, "the apiserver takes this schedule: a bad example"
     mysql.create(with_schedule(schedule))
 
-    cr = eventually(lambda: assert_failed_naming_schedule(mysql, "bad-schedule"), timeout=30)
+    cr = eventually(lambda: assert_failed_naming_schedule(mysql, "bad-schedule"), timeout=mysql.timeouts(30))
 
     ready = condition(cr, "Ready")
     assert ready is not None and repr(schedule) in ready["message"], ready

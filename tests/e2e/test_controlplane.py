@@ -11,6 +11,7 @@ from typing import Any
 import pykube
 import pytest
 from kubernetes import client as k8s_client
+from mysqlkit import Timeouts
 
 from envtest import assert_matches, eventually
 
@@ -61,7 +62,7 @@ def test_orphan_is_garbage_collected(api: Any, namespace: str) -> None:
     def dependent_gone() -> None:
         assert api.get(f"api/v1/namespaces/{namespace}/configmaps/dependent") is None, "dependent still there"
 
-    eventually(dependent_gone, timeout=30)
+    eventually(dependent_gone, timeout=api.timeouts(30))
 
 
 def test_namespace_deletion_completes(api: Any) -> None:
@@ -73,7 +74,7 @@ def test_namespace_deletion_completes(api: Any) -> None:
         ns = api.get("api/v1/namespaces/doomed-ns")
         assert ns is None, f"namespace still {ns['status'].get('phase')}"
 
-    eventually(gone, timeout=60)
+    eventually(gone, timeout=api.timeouts(60))
 
 
 def _statefulset(name: str) -> dict[str, Any]:
@@ -105,7 +106,7 @@ def test_statefulset_with_volume_claims_becomes_ready(api: Any, namespace: str) 
         sts = api.get(f"apis/apps/v1/namespaces/{namespace}/statefulsets/db")
         assert_matches(sts, {"status": {"readyReplicas": 2}})
 
-    eventually(ready, timeout=60)
+    eventually(ready, timeout=api.timeouts(60))
     claims = api.items(f"api/v1/namespaces/{namespace}/persistentvolumeclaims")
     assert sorted(c["metadata"]["name"] for c in claims) == ["data-db-0", "data-db-1"]
     assert {c["status"]["phase"] for c in claims} == {"Bound"}
@@ -132,7 +133,7 @@ def test_deployment_pods_become_ready(api: Any, namespace: str) -> None:
         dep = api.get(f"apis/apps/v1/namespaces/{namespace}/deployments/web")
         assert_matches(dep, {"status": {"readyReplicas": 3, "availableReplicas": 3}})
 
-    eventually(ready, timeout=60)
+    eventually(ready, timeout=api.timeouts(60))
     pods = api.items(f"api/v1/namespaces/{namespace}/pods", selector="app=web")
     assert len(pods) == 3
     assert all(p["spec"]["nodeName"] == "kwok-node-0" for p in pods)
@@ -146,7 +147,10 @@ def test_second_plane_runs_beside_the_shared_one_and_completes_jobs(
     assert private_cluster.server != cluster.server
     own = make_api(private_cluster)
     own.create("api/v1/namespaces", {"metadata": {"name": "jobs"}})
-    eventually(lambda: _assert_exists(own, "api/v1/namespaces/jobs/serviceaccounts/default"), timeout=30)
+    eventually(
+        lambda: _assert_exists(own, "api/v1/namespaces/jobs/serviceaccounts/default"),
+        timeout=own.timeouts(30),
+    )
     own.create(
         "apis/batch/v1/namespaces/jobs/jobs",
         {
@@ -163,7 +167,7 @@ def test_second_plane_runs_beside_the_shared_one_and_completes_jobs(
         job = own.get("apis/batch/v1/namespaces/jobs/jobs/once")
         assert_matches(job, {"status": {"succeeded": 1}})
 
-    eventually(complete, timeout=60)
+    eventually(complete, timeout=own.timeouts(60))
     # The shared plane never saw any of it.
     assert make_api(cluster).get("api/v1/namespaces/jobs") is None
 
@@ -185,10 +189,11 @@ def test_cli_up_and_down_leave_no_process(tmp_path: Path) -> None:
     env["KUBEBUILDER_ASSETS"] = str(binaries.cache_dir())
     env["ENVTEST_KWOK_STAGES"] = str(binaries.kwok_stages_dir())
     envtest = [sys.executable, "-m", "envtest.cli"]
+    local = Timeouts("local")
     state_dir = tmp_path / "cache" / "envtest" / "clusters" / "cli-test"
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*envtest, *args], env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run([*envtest, *args], env=env, capture_output=True, text=True, timeout=local(300))
 
     try:
         up = run("up", "--name", "cli-test", "--components", "minimal")
@@ -214,12 +219,14 @@ def test_cli_up_and_down_leave_no_process(tmp_path: Path) -> None:
         again = run("up", "--name", "cli-test", "--components", "minimal", "--crd", str(CRD_DIR))
         assert again.returncode == 0, again.stderr
         assert again.stdout == up.stdout
-        crd = api.session.get(f"{api.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions", timeout=10)
+        crd = api.session.get(
+            f"{api.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions", timeout=local(10)
+        )
         assert "mysqlclusters.db.example.com" in {c["metadata"]["name"] for c in crd.json()["items"]}
     finally:
         down = run("down", "--name", "cli-test")
     assert down.returncode == 0, down.stderr
-    eventually(lambda: _assert_none_left(state_dir), timeout=30)
+    eventually(lambda: _assert_none_left(state_dir), timeout=local(30))
     assert not state_dir.exists()
 
 

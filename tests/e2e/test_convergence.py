@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mysql_operator import images
 from mysqlkit import RETAINED, MySQLClusters, controller_ref, reconciles, sample, writes
 
 from envtest import OperatorRunner, assert_matches, consistently, eventually
+from mysql_operator import images
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 FULL = sample("mysqlcluster_full.yaml")
@@ -49,12 +49,15 @@ def assert_converged(mysql: MySQLClusters, name: str, *, replicas: int, version:
         seen = sorted((p["metadata"]["name"], p["spec"]["containers"][0]["image"]) for p in pods)
         assert seen == [(f"{name}-mysql-{i}", image) for i in range(replicas)], seen
 
-    eventually(pods_follow, timeout=60)
+    eventually(pods_follow, timeout=mysql.timeouts(60))
     return cr
 
 
-def assert_quiet(mysql: MySQLClusters, runner: OperatorRunner, name: str, duration: float = 5.0) -> None:
-    """No write by the operator and no change of the cluster (status churn included) for `duration`."""
+def assert_quiet(
+    mysql: MySQLClusters, runner: OperatorRunner, name: str, duration: float | None = None
+) -> None:
+    """No write by the operator and no change of the cluster (status churn included) for `duration`
+    seconds, already scaled (default: 5 on the local plane)."""
     before = writes(runner.operator)
     version = mysql.must_get(name)["metadata"]["resourceVersion"]
 
@@ -63,7 +66,7 @@ def assert_quiet(mysql: MySQLClusters, runner: OperatorRunner, name: str, durati
         cr = mysql.must_get(name)
         assert cr["metadata"]["resourceVersion"] == version, f"cluster changed: status {cr.get('status')}"
 
-    consistently(unchanged, duration=duration, interval=0.5)
+    consistently(unchanged, duration=mysql.timeouts(5.0) if duration is None else duration, interval=0.5)
 
 
 @pytest.mark.kind_smoke  # on kind: the operator on the host, a real kubelet running the pod
@@ -149,8 +152,8 @@ def test_converged_cluster_reconciles_without_a_write(mysql: MySQLClusters, oper
     def reconciled_again() -> None:
         assert reconciles(manager) > reconciles_before, "the annotation did not wake the operator"
 
-    eventually(reconciled_again, timeout=30)
-    assert_quiet(mysql, operator, "sample", duration=2.0)
+    eventually(reconciled_again, timeout=mysql.timeouts(30))
+    assert_quiet(mysql, operator, "sample", duration=mysql.timeouts(2.0))
     assert writes(manager) == writes_before
 
 
@@ -186,7 +189,7 @@ def test_spec_changes_converge_then_stay_quiet(mysql: MySQLClusters, operator: O
         )
         assert mysql.child("backup-pvc", "life") is not None, "no backup PVC"
 
-    eventually(backups_scheduled, timeout=30)
+    eventually(backups_scheduled, timeout=mysql.timeouts(30))
 
     mysql.patch("life", {"spec": {"backup": {"enabled": False}}})
     mysql.wait_running("life")
@@ -194,8 +197,8 @@ def test_spec_changes_converge_then_stay_quiet(mysql: MySQLClusters, operator: O
     def backups_off() -> None:
         assert mysql.child("cronjob", "life") is None, "CronJob still there"
 
-    eventually(backups_off, timeout=30)
+    eventually(backups_off, timeout=mysql.timeouts(30))
     # Backups outlive the schedule that made them.
     assert mysql.child("backup-pvc", "life") is not None, "the backup PVC went with the CronJob"
 
-    assert_quiet(mysql, operator, "life", duration=5.0)
+    assert_quiet(mysql, operator, "life", duration=mysql.timeouts(5.0))

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mysqlkit import Timeouts
 
 from envtest import binaries
 from envtest.clusters import Cluster
 from envtest.crds import CRD_API
 from envtest.plane import supervisor
 from envtest.plugin.endpoint import HOST_ENV, STATE_DIR
-from envtest.plugin.state import cluster_session
+from envtest.plugin.session import cluster_session
 
 local_only = pytest.mark.envtest_local  # local planes and their supervisor
 
@@ -149,7 +150,7 @@ def test_kept_plane_reused_by_a_later_run_keeps_converting(pytester: pytest.Pyte
         assert json.loads(state_file.read_text())["conversion_url"] == url
         state = json.loads(state_file.read_text())
         api = Cluster.new_pykube_from(Path(state["kubeconfig"]))
-        crd = api.session.get(f"{api.url}/{CRD_API}/{CRD_NAME}", timeout=10).json()
+        crd = api.session.get(f"{api.url}/{CRD_API}/{CRD_NAME}", timeout=Timeouts("local")(10)).json()
         api.session.close()
         assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"] == url
     finally:
@@ -157,7 +158,7 @@ def test_kept_plane_reused_by_a_later_run_keeps_converting(pytester: pytest.Pyte
             [sys.executable, "-m", "envtest.cli", "down", "--name", "conv"],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=Timeouts("local")(120),
         )
     assert "conv: stopped" in down.stderr, down.stderr
 
@@ -170,9 +171,11 @@ class Target:
 
     def __init__(self, args: list[str], cluster: Cluster, host: str) -> None:
         self.args, self.cluster, self.host = args, cluster, host
+        self.timeouts = Timeouts(cluster.backend)
 
     def crd_url(self) -> str:
-        crd = self.cluster.session.get(f"{self.cluster.server}/{CRD_API}/{CRD_NAME}", timeout=10).json()
+        url = f"{self.cluster.server}/{CRD_API}/{CRD_NAME}"
+        crd = self.cluster.session.get(url, timeout=self.timeouts(10)).json()
         return str(crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"])
 
 
@@ -202,10 +205,10 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> T
 as_existing = pytest.mark.envtest_private(components="etcd,kube-apiserver,kube-controller-manager")
 
 
-def _refused(url: str) -> bool:
+def _refused(url: str, timeout: float) -> bool:
     host, port = url.removeprefix("https://").split("/")[0].rsplit(":", 1)
     try:
-        socket.create_connection((host, int(port)), timeout=5).close()
+        socket.create_connection((host, int(port)), timeout=timeout).close()
     except ConnectionRefusedError:
         return True
     return False
@@ -228,7 +231,7 @@ def test_every_xdist_worker_converts_through_one_run_endpoint_that_stops_with_th
     # The controller stopped it: lock released, nothing listening, no state left to trust.
     assert not supervisor.lock_held(state_dir)
     assert not (state_dir / supervisor.STATE_FILE).exists()
-    assert _refused(url)
+    assert _refused(url, target.timeouts(5))
 
 
 @as_existing
@@ -242,7 +245,7 @@ def test_a_later_run_repoints_the_crds_of_a_kept_cluster_at_its_own_endpoint(
         [f"envtest: conversion webhook gadget_conversion:serve serving at https://{target.host}:*"]
     )
     old = target.crd_url()
-    assert _refused(old), "the cluster is kept, its endpoint is not"
+    assert _refused(old, target.timeouts(5)), "the cluster is kept, its endpoint is not"
     pytester.runpytest_subprocess("-n", "0", *keep).assert_outcomes(passed=4)  # converts again
     new = target.crd_url()
     assert new != old and new.startswith(f"https://{target.host}:")

@@ -33,7 +33,7 @@ def deployed(cluster: Any, api: Any) -> dict[str, Any]:
         assert conditions.get("Available") == "True", f"Deployment conditions: {conditions}"
         return dep  # type: ignore[no-any-return]
 
-    return eventually(available, timeout=120)  # type: ignore[no-any-return]
+    return eventually(available, timeout=api.timeouts(120))  # type: ignore[no-any-return]
 
 
 @pytest.mark.kind_deployed
@@ -41,12 +41,14 @@ def test_deployed_operator_runs_the_sample_and_releases_its_finalizer(
     deployed: dict[str, Any], mysql: MySQLClusters
 ) -> None:
     mysql.create(BACKED_UP)
-    cr = mysql.wait_running("sample-full", timeout=60)
+    cr = mysql.wait_running("sample-full", timeout=mysql.timeouts(60))
     assert FINALIZER in cr["metadata"]["finalizers"], "the deployed operator did not add its finalizer"
     (pod,) = mysql.database_pods("sample-full")
     assert pod["status"]["phase"] == "Running"
 
     assert mysql.delete("sample-full") == 200
-    mysql.wait_gone("sample-full", timeout=60)  # x6 on kind: the final backup Job really runs first
+    mysql.wait_gone(
+        "sample-full", timeout=mysql.timeouts(60)
+    )  # x6 on kind: the final backup Job really runs first
     job = mysql.child("job", "sample-full")
     assert job is not None and (job.get("status") or {}).get("succeeded") == 1, "no successful final backup"

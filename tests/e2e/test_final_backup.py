@@ -45,14 +45,14 @@ def test_job_is_created_only_after_the_database_pods_are_gone(
         assert terminating["metadata"].get("deletionTimestamp"), "pod 0 not terminating yet"
         assert_matches(mysql.must_get("sample-full"), {"status": {"finalBackup": {"phase": "Stopping"}}})
 
-    eventually(stopping, timeout=30)
+    eventually(stopping, timeout=mysql.timeouts(30))
 
     def no_job_while_mysqld_may_run() -> None:
         assert mysql.child("job", "sample-full") is None, "archived a volume mysqld may still write"
         assert mysql.must_get("sample-full")["metadata"]["finalizers"] == [FINALIZER]
 
     # Longer than the operator's 5 s poll: it looked and kept waiting.
-    consistently(no_job_while_mysqld_may_run, duration=7.0, interval=0.5)
+    consistently(no_job_while_mysqld_may_run, duration=mysql.timeouts(7.0), interval=0.5)
 
     mysql.api.patch(pod_path(mysql, pod["metadata"]["name"]), {"metadata": {"finalizers": None}})
 
@@ -61,11 +61,11 @@ def test_job_is_created_only_after_the_database_pods_are_gone(
         assert job is not None, "no Job yet"
         return job
 
-    job = eventually(job_after_pods, timeout=30)
+    job = eventually(job_after_pods, timeout=mysql.timeouts(30))
     assert mysql.database_pods("sample-full") == []
     archive = mysql.final_backup_pod("sample-full")
     mysql.finish_pod(archive, succeeded=True)
-    mysql.wait_gone("sample-full", timeout=60)
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(60))
     kept = mysql.child("job", "sample-full")
     assert kept is not None and kept["metadata"]["uid"] == job["metadata"]["uid"], (
         "one archive, kept for its TTL"
@@ -87,7 +87,7 @@ def test_failed_attempts_are_counted_in_status_and_backed_off(
             mysql.must_get("sample-full"), {"status": {"finalBackup": {"phase": "Failed", "attempts": 1}}}
         )
 
-    eventually(counted, timeout=30)
+    eventually(counted, timeout=mysql.timeouts(30))
 
     # The retry waits out the backoff (10 s after the first failure): no Job is created at once.
     failed_job = first["metadata"]["ownerReferences"][0]["uid"]
@@ -96,8 +96,8 @@ def test_failed_attempts_are_counted_in_status_and_backed_off(
         job = mysql.child("job", "sample-full")
         assert job is None or job["metadata"]["uid"] == failed_job, "retried without waiting out the backoff"
 
-    consistently(backing_off, duration=5.0, interval=0.5)
-    retry = mysql.final_backup_pod("sample-full", timeout=30)
+    consistently(backing_off, duration=mysql.timeouts(5.0), interval=0.5)
+    retry = mysql.final_backup_pod("sample-full", timeout=mysql.timeouts(30))
     assert retry["metadata"]["uid"] != first["metadata"]["uid"]
     mysql.finish_pod(retry, succeeded=True)
-    mysql.wait_gone("sample-full", timeout=60)
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(60))

@@ -38,7 +38,7 @@ def test_cluster_without_backups_is_deleted_promptly(mysql: MySQLClusters, opera
 
     assert mysql.delete("sample") == 200
 
-    mysql.wait_gone("sample", timeout=30)
+    mysql.wait_gone("sample", timeout=mysql.timeouts(30))
     assert mysql.child("job", "sample") is None, "a final backup ran although backups are off"
 
 
@@ -54,7 +54,7 @@ def test_deletion_waits_for_the_final_backup_to_succeed(
     def terminating() -> None:
         assert_matches(assert_held(mysql, "sample-full"), {"status": {"phase": "Terminating"}})
 
-    eventually(terminating, timeout=30)
+    eventually(terminating, timeout=mysql.timeouts(30))
     # The Job archives this cluster's primary volume, read-only, into the backup PVC.
     uid = mysql.must_get("sample-full")["metadata"]["uid"]
     data = {"claimName": "data-sample-full-mysql-0", "readOnly": True}
@@ -70,11 +70,11 @@ def test_deletion_waits_for_the_final_backup_to_succeed(
         },
     )
     # Longer than the operator's 5 s poll of the Job: it looked, and it kept waiting.
-    consistently(lambda: assert_held(mysql, "sample-full"), duration=6.0, interval=0.5)
+    consistently(lambda: assert_held(mysql, "sample-full"), duration=mysql.timeouts(6.0), interval=0.5)
 
     mysql.finish_pod(pod, succeeded=True)
 
-    mysql.wait_gone("sample-full", timeout=60)
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(60))
 
     # Success was recorded in the cluster's status before the finalizer came off; the Job is left to
     # the TTL controller, so a retried deletion step could never start a second archive.
@@ -107,14 +107,14 @@ def test_failed_final_backup_is_reported_and_holds_the_cluster(
             },
         )
 
-    retry = mysql.final_backup_pod("sample-full", timeout=60)
+    retry = mysql.final_backup_pod("sample-full", timeout=mysql.timeouts(60))
     assert retry["metadata"]["uid"] != first["metadata"]["uid"], "no new pod: the backup was not retried"
     # The failure stays reported while the retry runs - across more than one 5 s look at its Job.
-    consistently(degraded, duration=6.0, interval=0.5)
+    consistently(degraded, duration=mysql.timeouts(6.0), interval=0.5)
 
     # The way out the operator offers when a backup cannot succeed.
     mysql.patch("sample-full", {"metadata": {"annotations": {SKIP_FINAL_BACKUP: "true"}}})
-    mysql.wait_gone("sample-full", timeout=60)
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(60))
 
 
 def test_skip_annotation_deletes_without_a_final_backup(
@@ -126,7 +126,7 @@ def test_skip_annotation_deletes_without_a_final_backup(
 
     assert mysql.delete("sample-full") == 200
 
-    mysql.wait_gone("sample-full", timeout=30)
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(30))
     assert mysql.child("job", "sample-full") is None
     reasons = {e["reason"] for e in mysql.events("sample-full")}
     assert "FinalBackupStarted" not in reasons, reasons
@@ -145,9 +145,9 @@ def test_deletion_while_operator_is_down_completes_when_it_returns(
 
     assert mysql.delete("sample") == 200
 
-    consistently(lambda: assert_held(mysql, "sample"), duration=3.0, interval=0.5)
+    consistently(lambda: assert_held(mysql, "sample"), duration=mysql.timeouts(3.0), interval=0.5)
     successor = envtest_context.start_operator(cluster, mysql.namespace, envtest_operator_factory)
     try:
-        mysql.wait_gone("sample", timeout=30)
+        mysql.wait_gone("sample", timeout=mysql.timeouts(30))
     finally:
         envtest_context.stop_operator(cluster, successor)

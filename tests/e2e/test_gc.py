@@ -45,14 +45,14 @@ def test_children_are_collected_and_data_kept(mysql: MySQLClusters, operator: Op
     running_with_children(mysql)
 
     assert mysql.delete("sample-full") == 200  # Background, the default for custom resources
-    mysql.wait_gone("sample-full", timeout=30)
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(30))
 
     def collected() -> None:
         assert present(mysql, "sample-full") == [], "owned children outlived their cluster"
 
-    eventually(collected, timeout=60)
+    eventually(collected, timeout=mysql.timeouts(60))
     # The claims have no owner to follow (Retain policy, labels only): nothing ever deletes them.
-    consistently(lambda: assert_data_retained(mysql), duration=2.0, interval=0.5)
+    consistently(lambda: assert_data_retained(mysql), duration=mysql.timeouts(2.0), interval=0.5)
 
 
 def test_orphan_deletion_keeps_children_without_owner_reference(
@@ -61,11 +61,13 @@ def test_orphan_deletion_keeps_children_without_owner_reference(
     uid = running_with_children(mysql)["metadata"]["uid"]
 
     deleting = mysql.api.session.delete(
-        mysql.api.url(mysql.path("sample-full")), json={"propagationPolicy": "Orphan"}, timeout=10
+        mysql.api.url(mysql.path("sample-full")),
+        json={"propagationPolicy": "Orphan"},
+        timeout=mysql.timeouts(10),
     )
     assert deleting.status_code == 200, deleting.text[:300]
     assert "orphan" in deleting.json()["metadata"]["finalizers"]
-    mysql.wait_gone("sample-full", timeout=60)
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(60))
 
     # The garbage collector strips the references before it drops its `orphan` finalizer, so by the
     # time the cluster is gone no child may still point at it.
@@ -78,7 +80,7 @@ def test_orphan_deletion_keeps_children_without_owner_reference(
     def all_kept() -> None:
         assert present(mysql, "sample-full") == list(OWNED), "the garbage collector took an orphan"
 
-    consistently(all_kept, duration=2.0, interval=0.5)
+    consistently(all_kept, duration=mysql.timeouts(2.0), interval=0.5)
     assert_data_retained(mysql)
 
 
@@ -88,7 +90,9 @@ def test_foreground_deletion_removes_children_before_the_cluster(
     running_with_children(mysql)
 
     deleting = mysql.api.session.delete(
-        mysql.api.url(mysql.path("sample-full")), json={"propagationPolicy": "Foreground"}, timeout=10
+        mysql.api.url(mysql.path("sample-full")),
+        json={"propagationPolicy": "Foreground"},
+        timeout=mysql.timeouts(10),
     )
     assert deleting.status_code == 200, deleting.text[:300]
     assert "foregroundDeletion" in deleting.json()["metadata"]["finalizers"]
@@ -109,7 +113,7 @@ def test_foreground_deletion_removes_children_before_the_cluster(
             raise AssertionError(f"cluster still there, waiting for {left}")
         assert left == [], f"the cluster went before its children: {left} still present"
 
-    eventually(cluster_gone_last, timeout=60, interval=0.1)
+    eventually(cluster_gone_last, timeout=mysql.timeouts(60), interval=0.1)
     assert_data_retained(mysql)
     assert mysql.database_pods("sample-full") == [], "the StatefulSet's pods outlived the cluster"
     assert seen_waiting, "never saw the cluster waiting for a child (did it go in the background?)"

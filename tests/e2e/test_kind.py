@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mysql_operator import images
 from mysqlkit import FINALIZER, MySQLClusters, Timeouts, sample
 
 from envtest import OperatorRunner, assert_matches, eventually
 from envtest.faults import FaultProxy, Rule, conflict
+from mysql_operator import images
 
 FULL = sample("mysqlcluster_full.yaml")
 BACKED_UP = {**FULL, "spec": {**FULL["spec"], "replicas": 1}}
@@ -52,7 +52,9 @@ def test_final_backup_job_really_archives_the_stopped_data_volume(
         return job
 
     eventually(job_succeeded, timeout=timeouts(90))
-    mysql.wait_gone("sample-full", timeout=90)  # the finalizer came off once the archive existed
+    mysql.wait_gone(
+        "sample-full", timeout=mysql.timeouts(90)
+    )  # the finalizer came off once the archive existed
 
     # Read the archive back from the backup volume in a pod of our own: the Job's word is not proof.
     pod_name = "read-archive"

@@ -74,7 +74,7 @@ def dry_run_apply(api: Any, doc: Obj, namespace: str) -> Any:
             data=json.dumps(body),
             params={"dryRun": "All", "fieldManager": FIELD_MANAGER, "fieldValidation": "Strict"},
             headers={"Content-Type": "application/json"},
-            timeout=30,
+            timeout=api.timeouts(30),
         )
     return api.session.patch(
         api.url(path),
@@ -82,7 +82,7 @@ def dry_run_apply(api: Any, doc: Obj, namespace: str) -> Any:
         # Strict: a misspelt field is an error, not a warning the dry run would let pass.
         params={"dryRun": "All", "fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"},
         headers={"Content-Type": "application/apply-patch+yaml"},
-        timeout=30,
+        timeout=api.timeouts(30),
     )
 
 

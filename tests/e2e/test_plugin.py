@@ -9,11 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from mysqlkit import Timeouts
 
 from envtest import binaries, eventually
 
 # kwok-driven pods, private planes or local binaries: skipped on other backends.
 pytestmark = pytest.mark.envtest_local
+
+LOCAL = Timeouts("local")
+"""Every test here runs local planes of its own (pytester), whatever the backend of this run."""
 
 pytest_plugins = ["pytester"]
 
@@ -99,14 +103,14 @@ def test_kind_plugin_options_are_reused_not_registered_twice(
             [sys.executable, "-m", "envtest.cli", "down", "--name", "kept"],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=LOCAL(120),
         )
     assert down.returncode == 0, down.stderr
 
     def gone() -> None:
         assert not _pids_under(state_dir)
 
-    eventually(gone, timeout=30)
+    eventually(gone, timeout=LOCAL(30))
 
 
 def test_kept_plane_reused_with_other_settings_is_a_usage_error_naming_them(
@@ -129,7 +133,7 @@ def test_kept_plane_reused_with_other_settings_is_a_usage_error_naming_them(
             [sys.executable, "-m", "envtest.cli", "down", "--name", "reuse"],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=LOCAL(120),
         )
     assert "reuse: stopped" in down.stderr, down.stderr
 

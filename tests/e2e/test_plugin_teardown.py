@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+from mysqlkit import scaled
 
 from envtest import binaries
 from envtest.clusters import Cluster
@@ -73,7 +74,9 @@ def test_worker_finishing_early_sweeps_only_its_own_namespaces(
     result.assert_outcomes(passed=2)
     # And nothing of the run is left live: every worker swept (or released) its own.
     resp = private_cluster.session.get(
-        f"{private_cluster.server}/api/v1/namespaces", params={"labelSelector": "envtest.io/run"}, timeout=10
+        f"{private_cluster.server}/api/v1/namespaces",
+        params={"labelSelector": "envtest.io/run"},
+        timeout=scaled(private_cluster, 10),
     )
     left = [
         ns["metadata"]["name"] for ns in resp.json()["items"] if "deletionTimestamp" not in ns["metadata"]

@@ -50,7 +50,7 @@ REJECTED = {
 
 
 def _post(mysql: MySQLClusters, body: dict[str, Any]) -> Any:
-    return mysql.api.session.post(mysql.api.url(mysql.path()), json=body, timeout=10)
+    return mysql.api.session.post(mysql.api.url(mysql.path()), json=body, timeout=mysql.timeouts(10))
 
 
 @pytest.mark.parametrize(("manifest", "field", "rule"), REJECTED.values(), ids=REJECTED.keys())
@@ -91,7 +91,7 @@ def test_storage_change_is_rejected_as_immutable(mysql: MySQLClusters) -> None:
         mysql.api.url(mysql.path("sample")),
         json={"spec": {"storage": {"size": "2Gi"}}},
         headers={"Content-Type": "application/merge-patch+json"},
-        timeout=10,
+        timeout=mysql.timeouts(10),
     )
 
     assert resp.status_code == 422, f"expected 422, got {resp.status_code}: {resp.text[:300]}"

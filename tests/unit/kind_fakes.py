@@ -2,6 +2,9 @@
 binaries and the apiserver of the cluster they would have made — so the backend (and the real
 pytest-kind-ng it is built on) runs here without docker. Never a stand-in for pytest_kind itself.
 
+The fake docker answers `info` (a daemon runs, unless FAKE_DOCKER_DOWN is set), `image inspect` from
+FAKE_DOCKER_IMAGES (the pinned node image by default) and fails every `pull` (no registry).
+
 The fake kind keeps its clusters in a JSON file (`{"name": {"running": bool}}`) and appends every
 argv it is called with to a log, one JSON list per line.
 """
@@ -19,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from envtest.pins import PINNED
 
 KIND = r"""#!{python}
 import json, os, sys
@@ -76,6 +81,16 @@ DOCKER = r"""#!{python}
 import json, os, sys
 from pathlib import Path
 
+args = sys.argv[1:]
+if args[:1] == ["info"]:  # a daemon that answers, unless FAKE_DOCKER_DOWN is set
+    if os.environ.get("FAKE_DOCKER_DOWN"):
+        sys.exit("Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+    print("28.0.0")
+    sys.exit(0)
+if args[:2] == ["image", "inspect"]:  # the node images docker "has": FAKE_DOCKER_IMAGES
+    sys.exit(0 if args[-1] in os.environ.get("FAKE_DOCKER_IMAGES", "").split(",") else 1)
+if args[:1] == ["pull"]:  # no registry here
+    sys.exit("Error response from daemon: dial tcp: lookup registry-1.docker.io: no such host")
 state = json.loads(Path(os.environ["FAKE_KIND_STATE"]).read_text())
 container = sys.argv[-1]
 for name, info in state.items():
@@ -105,6 +120,7 @@ class FakeKind:
         monkeypatch.setenv("PATH", f"{self.bin}{os.pathsep}{os.environ['PATH']}")
         monkeypatch.setenv("FAKE_KIND_STATE", str(self.state_file))
         monkeypatch.setenv("FAKE_KIND_LOG", str(self.log_file))
+        monkeypatch.setenv("FAKE_DOCKER_IMAGES", PINNED.kind_node_image)  # as after `docker pull`
         if server:
             monkeypatch.setenv("FAKE_KIND_SERVER", server)
         return self

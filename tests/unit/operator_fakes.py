@@ -13,8 +13,9 @@ import copy
 import itertools
 from typing import Any
 
-from mysql_operator.kinds import Kind
 from pykube.exceptions import HTTPError
+
+from mysql_operator.kinds import Kind
 
 Obj = dict[str, Any]
 

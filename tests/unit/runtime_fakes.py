@@ -16,8 +16,12 @@ from urllib.parse import parse_qs, urlsplit
 import pykube
 import requests
 
+PATIENCE = 30.0
+"""Seconds a wait for something that must happen gives up after. Only a failing test waits that long,
+so it can be generous: a loaded machine makes these waits longer, never the test wrong."""
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
+
+def wait_for(predicate: Callable[[], Any], timeout: float = PATIENCE, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pykube
 import pytest
+
 from mysql_operator import build_manager, logs
 from mysql_operator.__main__ import main
 from mysql_operator.app import cluster_of

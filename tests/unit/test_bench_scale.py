@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
 from mysql_operator import resources
 
 ROOT = Path(__file__).resolve().parents[2]

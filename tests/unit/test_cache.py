@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from operator_fakes import FakeKube
+
 from mysql_operator.cache import PRUNE_MIN, CachedClient
 from mysql_operator.kinds import Job, Secret, StatefulSet
 from mysql_operator.runtime.types import Key
-from operator_fakes import FakeKube
 
 
 class FakeInformer:

@@ -3,21 +3,21 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pykube
 import pytest
 import requests
+from pykube.exceptions import HTTPError
+from pykube.objects import NamespacedAPIObject
+from runtime_fakes import PATIENCE, wait_for
+
 from mysql_operator.runtime.client import raise_for_status
 from mysql_operator.runtime.clock import FakeClock
 from mysql_operator.runtime.controller import Controller, owner_keys
 from mysql_operator.runtime.metrics import Metrics
 from mysql_operator.runtime.types import Key, Result
-from pykube.exceptions import HTTPError
-from pykube.objects import NamespacedAPIObject
-from runtime_fakes import wait_for
 
 KEY = Key("ns/db")
 
@@ -314,7 +314,7 @@ def test_a_worker_of_an_ended_term_never_takes_keys_of_the_next_term() -> None:
         def reconcile(self, key: Key) -> Result:
             taken.append((key, threading.current_thread().name))
             if key == KEY:
-                release.wait(5)
+                release.wait(PATIENCE)
             return Result()
 
     controller = Controller("mysql", Blocking(), workers=1, resync_period=None).for_(MySQLCluster)
@@ -323,10 +323,13 @@ def test_a_worker_of_an_ended_term_never_takes_keys_of_the_next_term() -> None:
     assert controller.queue is not None
     controller.queue.add(KEY)
     wait_for(lambda: taken, what="term 1's reconcile")
+    (old_worker,) = controller._threads
     controller.stop(timeout=0.05)  # gives up waiting: the worker is still in its reconcile
     controller.setup({MySQLCluster: FakeInformer()})  # type: ignore[dict-item]  # term 2, no workers yet
     controller.queue.add(Key("ns/term-2"))
     release.set()
-    time.sleep(0.2)
+    # Once the old worker has ended, whatever it was going to take, it took.
+    old_worker.join(PATIENCE)
+    assert not old_worker.is_alive(), "the old worker kept going: it serves the new term's queue"
     assert taken == [(KEY, "mysql-worker-0")], "the old worker took a key from the new term's queue"
     assert len(controller.queue) == 1

@@ -9,6 +9,7 @@ import random
 from typing import Any
 
 import pytest
+
 from mysql_operator import api, api_v1alpha1
 from mysql_operator.conversion import FIELDS_ANNOTATION, ConversionError, convert
 

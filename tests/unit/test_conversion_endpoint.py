@@ -18,7 +18,7 @@ from supervisor_fakes import bystander, lock_holder, reap
 from envtest.errors import ConfigError, ProcessError
 from envtest.plane import supervisor
 from envtest.plugin import endpoint
-from envtest.plugin.state import new_session
+from envtest.plugin.session import new_session
 from envtest.webhooks import detached
 
 pytest_plugins = ["pytester"]
@@ -273,9 +273,8 @@ def test_an_unbindable_host_fails_the_launch_with_the_reason(tmp_path: Path, pro
 
 def test_the_operators_conversion_factory_binds_the_address_its_certificate_names(tmp_path: Path) -> None:
     # On kind that address is the docker gateway: a server bound to 127.0.0.1 there is unreachable.
-    from mysql_operator.webhooks import conversion_endpoint
-
     from envtest.webhooks import serving_certs
+    from mysql_operator.webhooks import conversion_endpoint
 
     server = conversion_endpoint(serving_certs(tmp_path / "certs", ("127.0.0.2",)))
     try:

@@ -14,7 +14,7 @@ import pytest
 from envtest.errors import ConfigError
 from envtest.plane import supervise, supervisor
 from envtest.plugin import settings
-from envtest.plugin.state import new_session
+from envtest.plugin.session import new_session
 from envtest.webhooks import ServingCerts, WebhookServer
 from envtest.webhooks.conversion import start_endpoint
 

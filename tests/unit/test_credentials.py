@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pykube
 import pytest
-from mysql_operator.credentials import TokenFile, in_cluster
 from pykube.http import KubernetesHTTPAdapter
+
+from mysql_operator.credentials import TokenFile, in_cluster
 
 
 class Clock:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from operator_fakes import FakeKube, cluster
+
 from mysql_operator.events import EventRecorder
 from mysql_operator.kinds import Event
-from operator_fakes import FakeKube, cluster
 
 OBJ = {**cluster(), "metadata": {"name": "db", "namespace": "ns", "uid": "u1"}}
 

@@ -6,13 +6,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from operator_fakes import FakeKube, RecordingEvents, cluster
+
 from mysql_operator import finalizer, resources
 from mysql_operator.api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
 from mysql_operator.kinds import Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
 from mysql_operator.reconciler import MySQLClusterReconciler
 from mysql_operator.runtime.types import Key, Result
 from mysql_operator.status import condition
-from operator_fakes import FakeKube, RecordingEvents, cluster
 
 KEY = Key("ns/db")
 POLL = Result(requeue_after=finalizer.POLL_SECONDS)

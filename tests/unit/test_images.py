@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mysql_operator import images
 from mysql_operator.images import Images
 

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pykube
 import pytest
-from mysql_operator.runtime.informer import HandlerError, Informer
-from mysql_operator.runtime.types import Key
 from runtime_fakes import (
+    PATIENCE,
     FakeApi,
     FakeApiServer,
     FakeResponse,
@@ -19,6 +17,9 @@ from runtime_fakes import (
     obj,
     wait_for,
 )
+
+from mysql_operator.runtime.informer import HandlerError, Informer
+from mysql_operator.runtime.types import Key
 
 
 class Recorder:
@@ -39,13 +40,24 @@ class Recorder:
         return list(self.events)
 
 
+class RecordedPauses(Informer):
+    """Notes each backoff instead of sleeping it: the delays themselves are what the tests pin."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pauses: list[float] = []
+
+    def _pause(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+
+
 @pytest.fixture
 def run() -> Iterator[Any]:
     started: list[Informer] = []
 
-    def _run(api: FakeApi, **kwargs: Any) -> tuple[Informer, Recorder]:
+    def _run(api: FakeApi, cls: type[Informer] = Informer, **kwargs: Any) -> tuple[Informer, Recorder]:
         kwargs.setdefault("backoff_base", 0.001)
-        informer = Informer(pykube.ConfigMap, lambda: api, **kwargs)
+        informer = cls(pykube.ConfigMap, lambda: api, **kwargs)
         recorder = Recorder()
         informer.add_handler(recorder)
         informer.start()
@@ -128,13 +140,22 @@ def test_connection_drop_resumes_from_the_last_resource_version(run: Any) -> Non
 
 def test_drops_after_delivered_events_do_not_escalate_the_backoff(run: Any) -> None:
     # Each watch delivers an event, then drops: every reconnect is a first retry (backoff_base),
-    # not the n-th in a row (0.2 s * 2^n would take 12 s for six drops).
+    # not the n-th in a row (0.2 s * 2^n would add up to 12 s for six drops).
     script = [list_response([], rv="1")]
     script += [FakeResponse(lines=[event("ADDED", obj(f"x{i}", str(i + 2)))], then="drop") for i in range(6)]
-    began = time.monotonic()
-    _, recorder = run(FakeApi(script), backoff_base=0.2)
+    api = FakeApi(script)
+    informer, recorder = run(api, RecordedPauses, backoff_base=0.2)
     recorder.wait(6)
-    assert time.monotonic() - began < 4.0
+    wait_for(lambda: len(api.watch_calls()) == 7, what="the watch after the sixth drop")
+    assert informer.pauses == [0.2] * 6
+
+
+def test_consecutive_failures_double_the_backoff_up_to_its_max(run: Any) -> None:
+    failure = FakeResponse(status=500, body={"kind": "Status", "code": 500, "message": "etcd is sad"})
+    api = FakeApi([failure, failure, failure, list_response([obj("a", "1")], rv="1")])
+    informer, recorder = run(api, RecordedPauses, backoff_base=0.2, backoff_max=0.5)
+    recorder.wait(1)
+    assert informer.pauses == [0.2, 0.4, 0.5]
 
 
 def test_clean_end_of_a_watch_resumes_from_the_last_resource_version(run: Any) -> None:
@@ -275,9 +296,9 @@ def test_stop_during_a_blocked_read_returns_promptly(run: Any) -> None:
     api = FakeApi([list_response([], rv="5")])  # then a watch that never sends anything
     informer, _ = run(api)
     wait_for(lambda: api.watch_calls(), what="the watch")
-    started = time.monotonic()
-    informer.stop(timeout=5)
-    assert time.monotonic() - started < 1.0
+    # The fake read blocks until its response is closed: only stop() closing it ends the thread.
+    informer.stop(timeout=PATIENCE)
+    assert informer._thread is not None and not informer._thread.is_alive()
     assert api.responses[-1].closed.is_set()
 
 
@@ -287,12 +308,13 @@ def test_stop_unblocks_a_read_on_a_real_socket() -> None:
         server.put_configmap("ns", "a")
         informer = Informer(pykube.ConfigMap, server.client, namespace="ns", watch_timeout=60)
         informer.start()
-        assert informer.wait_for_sync(5)
+        assert informer.wait_for_sync(PATIENCE)
         wait_for(lambda: any("watch=true" in path for _, path in server.requests), what="the watch")
-        time.sleep(0.1)  # let the reader block in recv()
-        started = time.monotonic()
-        informer.stop(timeout=5)
-        assert time.monotonic() - started < 1.0
+        wait_for(lambda: informer._response is not None, what="the watch's reply, read from then on")
+        # The read would block for watch_timeout + 10 s (70 s): a thread that ends within the join
+        # was woken by stop().
+        informer.stop(timeout=PATIENCE)
+        assert informer._thread is not None and not informer._thread.is_alive()
         assert informer.get(Key("ns/a")) is not None
     finally:
         server.close()
@@ -305,7 +327,7 @@ def test_real_socket_watch_delivers_new_objects_in_the_namespace_only() -> None:
     informer.add_handler(recorder)
     try:
         informer.start()
-        assert informer.wait_for_sync(5)
+        assert informer.wait_for_sync(PATIENCE)
         server.put_configmap("other", "skip")
         server.put_configmap("ns", "b")
         assert recorder.wait(1) == [("ADDED", "b", "102")]
@@ -346,7 +368,7 @@ def test_label_selector_and_metadata_only_shape_every_request(run: Any) -> None:
     informer, _ = run(
         api, namespace="ns", label_selector="app.kubernetes.io/managed-by=x", metadata_only=True
     )
-    assert informer.wait_for_sync(5)
+    assert informer.wait_for_sync(PATIENCE)
     wait_for(lambda: len(api.calls) >= 2, what="the watch")
     list_call, watch_call = api.calls[:2]
     for call in (list_call, watch_call):

@@ -15,6 +15,7 @@ from envtest import kind
 from envtest.binaries import PINNED
 from envtest.binaries import kind as kind_binary
 from envtest.errors import BinaryNotFound, StartTimeout
+from envtest.kindimage import DockerNotRunning, NodeImageUnavailable
 
 if os.environ.get("CI") == "true":
     import pytest_kind  # the kind job and `make unit` in CI must never skip these silently
@@ -113,8 +114,27 @@ def test_node_image_from_the_environment_beats_the_pin(
     fake: FakeKind, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ENVTEST_KIND_IMAGE", "kindest/node:local")
+    monkeypatch.setenv("FAKE_DOCKER_IMAGES", "kindest/node:local")
     kind.open_cluster("envtest", kind_path=fake.kind)
     assert any("--image=kindest/node:local" in argv for argv in fake.calls())
+
+
+def test_no_image_to_use_fails_before_kind_creates_anything(
+    fake: FakeKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_IMAGES", "")  # neither the pinned nor the offline image, no registry
+    with pytest.raises(NodeImageUnavailable, match=r"no such host.*-m envtest\.cli kind image build"):
+        kind.open_cluster("envtest", kind_path=fake.kind)
+    assert fake.commands() == ["get clusters"]
+
+
+def test_docker_not_running_fails_naming_host_setup_before_kind_runs(
+    fake: FakeKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_DOWN", "1")
+    with pytest.raises(DockerNotRunning, match=r"-m envtest\.cli kind host-setup"):
+        kind.open_cluster("envtest", kind_path=fake.kind)
+    assert fake.commands() == []
 
 
 def test_project_kind_config_is_one_untainted_node_without_an_image() -> None:
@@ -225,6 +245,19 @@ def test_xdist_run_creates_the_cluster_once_and_only_the_controller_deletes_it(
     assert commands.count("create cluster") == 1
     assert commands.count("delete cluster") == deletes
     assert fake.clusters() == ({"envtest": {"running": True}} if keep else {})
+
+
+def test_a_run_without_a_usable_node_image_errors_at_once_and_builds_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeKind(pytester.path / "fake")
+    fake.install(monkeypatch)
+    monkeypatch.setenv("FAKE_DOCKER_IMAGES", "")
+    pytester.makepyfile(KIND_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--envtest-backend=kind")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*NodeImageUnavailable*-m envtest.cli kind image build*"])
+    assert "create cluster" not in fake.commands()
 
 
 def test_a_cluster_found_running_is_left_running(

@@ -4,6 +4,7 @@ import copy
 from typing import Any
 
 import pytest
+
 from mysql_operator.runtime.clock import FakeClock
 from mysql_operator.runtime.leader import (
     LeaderElector,

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel, Field
+
 from mysql_operator import manifests, rbac
 from mysql_operator.api import MySQLClusterModel
 from mysql_operator.runtime.manager import ManagerOptions
 from mysql_operator.schema import SchemaError, structural_schema, walk
-from pydantic import BaseModel, Field
 
 ROOT = Path(__file__).resolve().parents[2]
 

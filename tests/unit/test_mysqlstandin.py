@@ -1,10 +1,12 @@
-"""The offline kind image's MySQL stand-in, run on this host the way a pod runs it: the operator's own
-`configure` script writes conf.d and the replica's initdb script, then the stand-in's mysqld runs that
-script through its `mysql` on first start. What the kind E2E test can only see in pod logs is checked
-here statement by statement (built with `go` from package data, as the node image build does)."""
+"""The MySQL stand-in of the operator's test kit (tests/kit: the image offline kind clusters run instead
+of mysql), run on this host the way a pod runs it: the operator's own `configure` script writes conf.d
+and the replica's initdb script, then the stand-in's mysqld runs that script through its `mysql` on
+first start. What the kind E2E test can only see in pod logs is checked here statement by statement
+(built with `go` from tests/kit/mysqlstandin, as the kit's image build does)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -14,16 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from mysql_operator import replication
 
 from envtest import eventually
-from envtest.binaries.nodeimage import builds
-from envtest.binaries.nodeimage.spec import NodeImageSpec
+from mysql_operator import replication
+
+_spec = importlib.util.spec_from_file_location(
+    "standins", Path(__file__).resolve().parents[1] / "kit" / "standins.py"
+)
+assert _spec and _spec.loader
+standins = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(standins)
 
 
 @pytest.fixture(scope="module")
 def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    binary = builds.ours("mysqlstandin", NodeImageSpec(), progress=lambda _: None)
+    binary = standins.binary(progress=lambda _: None)
     links = tmp_path_factory.mktemp("standin-bin")
     for name in ("mysqld", "mysqladmin", "mysql"):  # the image's symlinks: argv[0] picks the tool
         (links / name).symlink_to(binary)

@@ -1,17 +1,18 @@
-"""The offline kind node image's pure parts: its tag, rendered configs, and the host decisions."""
+"""The offline kind node image's pure parts: its tag, rendered configs, and the host decisions
+(host setup itself, with a fake docker: test_host_setup.py; which image a cluster gets: test_kindimage.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
 
-from envtest.binaries import nodeimage
-from envtest.binaries.nodeimage import builds, host, spec
+from envtest import kind
+from envtest.binaries import nodespec as spec
+from envtest.binaries.nodeimage import builds, host
 from envtest.binaries.nodeimage.host import HostError, Result
 from envtest.pins import PINNED
 
@@ -48,8 +49,7 @@ def test_every_go_source_ships_as_package_data() -> None:
 
 
 def test_kind_config_for_the_offline_image_keeps_the_users_patches() -> None:
-    user = Path(__file__).resolve().parents[2] / "kind-config.yaml"
-    doc = yaml.safe_load(spec.kind_config(user.read_text(), spec.NodeImageSpec()))
+    doc = yaml.safe_load(spec.kind_config(kind.DEFAULT_CONFIG.read_text(), spec.NodeImageSpec()))
     assert doc["networking"] == {"disableDefaultCNI": True, "podSubnet": spec.POD_SUBNET}
     patches = [yaml.safe_load(p) for p in doc["kubeadmConfigPatches"]]
     assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
@@ -99,14 +99,13 @@ def test_coredns_main_has_kubeadms_plugins_in_plugin_cfg_order() -> None:
         builds.coredns_main(cfg, ("loop",))
 
 
-def test_stand_in_env_only_for_the_offline_image() -> None:
+def test_the_node_preloads_nothing_of_any_project() -> None:
     s = spec.NodeImageSpec()
-    env = nodeimage.stand_in_env(s.tag(), s)
-    assert env == {
-        "MYSQL_OPERATOR_MYSQL_IMAGE": s.mysql_repository,
-        "MYSQL_OPERATOR_BACKUP_IMAGE": s.busybox_image,
-    }
-    assert nodeimage.stand_in_env(PINNED.kind_node_image) == {}
+    assert s.workload_images() == [s.local_path_image, s.busybox_image]  # kind's default storage only
+    assert set(s.dockerfiles()) == {
+        "busybox", "pause", "scratch", "local-path-provisioner", "kube-proxy", "kube-proxy-wrapper"
+    }  # fmt: skip
+    assert "mysql" not in " ".join(s.texts().values()).lower()
 
 
 # -- host decisions --------------------------------------------------------------------------------
@@ -131,11 +130,13 @@ def test_capwrap_is_needed_only_for_the_caps_error() -> None:
     ],
 )
 def test_packages_installed_for_what_the_host_lacks(
-    monkeypatch: pytest.MonkeyPatch, on_path: set[str], daemon_answers: bool, expected: list[str]
+    on_path: set[str], daemon_answers: bool, expected: list[str]
 ) -> None:
-    monkeypatch.setattr(host.shutil, "which", lambda cmd: f"/usr/bin/{cmd}" if cmd in on_path else None)
-    runner = lambda argv: Result(0 if daemon_answers else 1, "", "")  # noqa: E731
-    assert host.missing_packages(runner) == expected
+    system = host.Host(
+        runner=lambda argv: Result(0 if daemon_answers else 1, "", ""),
+        which=lambda cmd: f"/usr/bin/{cmd}" if cmd in on_path else None,
+    )
+    assert host.missing_packages(system, extra=("debootstrap",)) == expected
 
 
 def test_daemon_json_merge_keeps_other_settings() -> None:
@@ -158,72 +159,3 @@ def test_daemon_json_already_configured_is_left_alone() -> None:
 def test_daemon_json_with_another_default_runtime_is_not_clobbered() -> None:
     with pytest.raises(HostError, match="default-runtime 'nvidia'"):
         host.merge_daemon_json('{"default-runtime": "nvidia"}', Path("/usr/local/bin/capwrap"))
-
-
-# -- lookup order ----------------------------------------------------------------------------------
-
-
-class FakeDocker:
-    """`docker image inspect` answers from a set of present tags; records every call."""
-
-    def __init__(self, present: set[str]) -> None:
-        self.present, self.calls = present, []
-
-    def __call__(self, argv: Sequence[str]) -> Result:
-        self.calls.append(list(argv))
-        if list(argv[:3]) == ["docker", "image", "inspect"]:
-            return Result(0 if argv[-1] in self.present else 1, "", "")
-        return Result(0, "", "")
-
-
-@pytest.fixture
-def no_host(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    pulls: list[str] = []
-    monkeypatch.setattr(nodeimage, "ensure_host", lambda *a, **k: None)
-    monkeypatch.setattr(nodeimage, "build", lambda s, progress: "built")
-    monkeypatch.setattr(
-        host, "run", lambda argv, timeout=None: pulls.append(argv[-1]) or Result(1, "", "no route")
-    )
-    monkeypatch.delenv("ENVTEST_KIND_IMAGE", raising=False)
-    monkeypatch.delenv("ENVTEST_OFFLINE", raising=False)
-    return pulls
-
-
-def test_published_image_already_present_wins(no_host: list[str]) -> None:
-    docker = FakeDocker({PINNED.kind_node_image})
-    assert nodeimage.resolve(runner=docker, progress=lambda _m: None) == PINNED.kind_node_image
-    assert no_host == []
-
-
-def test_failed_pull_falls_back_to_the_cached_offline_image(no_host: list[str]) -> None:
-    tag = spec.NodeImageSpec().tag()
-    assert nodeimage.resolve(runner=FakeDocker({tag}), progress=lambda _m: None) == tag
-    assert no_host == [PINNED.kind_node_image]
-
-
-def test_offline_mode_never_pulls_and_builds_when_nothing_is_cached(
-    no_host: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ENVTEST_OFFLINE", "1")
-    assert nodeimage.resolve(runner=FakeDocker(set()), progress=lambda _m: None) == "built"
-    assert no_host == []
-
-
-def test_explicit_image_skips_docker_entirely(no_host: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENVTEST_KIND_IMAGE", "my/node:v1")
-    docker = FakeDocker(set())
-    assert nodeimage.resolve(runner=docker, progress=lambda _m: None) == "my/node:v1"
-    assert docker.calls == []
-
-
-def test_a_test_run_with_docker_not_answering_gets_the_published_image_and_starts_nothing(
-    no_host: list[str],
-) -> None:
-    class DeadDocker(FakeDocker):
-        def __call__(self, argv: Sequence[str]) -> Result:
-            self.calls.append(list(argv))
-            return Result(1, "", "Cannot connect to the Docker daemon")
-
-    docker = DeadDocker(set())
-    assert nodeimage.resolve(runner=docker, progress=lambda _m: None) == PINNED.kind_node_image
-    assert [c[:2] for c in docker.calls] == [["docker", "info"]] and no_host == []

@@ -67,26 +67,14 @@ def test_configured_project_gets_header_and_short_names_but_its_own_fixture_wins
     assert "cluster [session scope]" in fixtures.replace("envtest_cluster [session scope]", "")
 
 
-def test_short_fixtures_false_turns_them_off_in_a_configured_project(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nenvtest_job_pods = hold\nenvtest_short_fixtures = false\n")
-    pytester.makepyfile(
-        test_x="""
-        import pytest
-
-        def test_no_short_names(request):
-            with pytest.raises(pytest.FixtureLookupError):
-                request.getfixturevalue("namespace")
-        """
-    )
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
-
-
 @pytest.mark.parametrize(
     ("ini", "env", "message"),
     [
         ("envtest_crds = missing/crd\n", {}, "*envtest_crds: *missing/crd: no such file or directory*"),
         ("envtest_crds = bad.yaml\n", {}, "*envtest_crds: *bad.yaml: not valid YAML*"),
         ("envtest_job_pods = hold\n", {"ENVTEST_K8S_VERSION": "latest"}, "*ENVTEST_K8S_VERSION='latest'*"),
+        ("envtest_job_pod = hold\n", {}, "*unknown ini key envtest_job_pod: did you mean envtest_job_pods?*"),
+        ("envtest_job_pods = hold\n", {"ENVTEST_KIND_IMAGES": "x"}, "*did you mean ENVTEST_KIND_IMAGE?*"),
     ],
 )
 def test_configuration_mistakes_are_usage_errors_not_internal_errors(

@@ -9,7 +9,7 @@ import pytest
 
 from envtest.errors import UsageProblem
 from envtest.plugin import settings
-from envtest.plugin.state import new_session
+from envtest.plugin.session import new_session
 
 pytest_plugins = ["pytester"]
 
@@ -35,10 +35,9 @@ def test_flag_given_on_command_line_beats_ini_false(pytester: pytest.Pytester) -
     assert settings.resolve(_config(pytester, "")).keep is False
 
 
-def test_unconfigured_project_is_not_configured_and_gets_no_short_names(pytester: pytest.Pytester) -> None:
+def test_unconfigured_project_is_not_configured(pytester: pytest.Pytester) -> None:
     config = _config(pytester, "addopts = -q\n")
     assert not settings.configured(config)
-    assert not settings.short_fixtures(config, settings.configured(config))
 
 
 @pytest.mark.parametrize(
@@ -50,14 +49,33 @@ def test_any_envtest_key_or_option_configures_the_plugin(
 ) -> None:
     config = _config(pytester, ini, *args)
     assert settings.configured(config)
-    assert settings.short_fixtures(config, True)
 
 
-def test_short_fixtures_ini_overrides_either_way(pytester: pytest.Pytester) -> None:
-    config = _config(pytester, "envtest_crds = crd\nenvtest_short_fixtures = false\n")
-    assert not settings.short_fixtures(config, settings.configured(config))
-    config = _config(pytester, "envtest_short_fixtures = true\n")
-    assert settings.short_fixtures(config, False)
+def test_an_unknown_ini_key_is_a_usage_error_naming_the_closest(pytester: pytest.Pytester) -> None:
+    config = _config(pytester, "envtest_crds = crd\nenvtest_operater = a.b:c\n")
+    with pytest.raises(
+        UsageProblem, match=r"unknown ini key envtest_operater: did you mean envtest_operator\?"
+    ):
+        settings.check_unknown(config)
+
+
+def test_an_unknown_envtest_variable_is_a_usage_error_naming_the_closest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVTEST_K8S_VERSON", "1.37.2")
+    with pytest.raises(UsageProblem, match=r"ENVTEST_K8S_VERSON: did you mean ENVTEST_K8S_VERSION\?"):
+        settings.check_unknown(_config(pytester, "envtest_crds = crd\n"))
+
+
+def test_every_known_key_and_variable_passes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envtest import environment
+
+    for name in environment.VARIABLES:
+        monkeypatch.setenv(name, "x")
+    ini = "".join(f"{key} =\n" for key in settings.ini_keys())
+    settings.check_unknown(_config(pytester, ini))  # raises nothing
 
 
 def test_envtest_k8s_version_latest_is_a_usage_error_naming_the_variable(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from operator_fakes import _apiserver_defaults, cluster
+
 from mysql_operator import resources
 from mysql_operator.projection import applies, drifted, matches, project
-from operator_fakes import _apiserver_defaults, cluster
 
 
 def live_cluster(**spec: Any) -> dict[str, Any]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from operator_fakes import FakeKube, RecordingEvents, cluster
+from pykube.exceptions import HTTPError
+
 from mysql_operator import resources
 from mysql_operator.api import FINALIZER, RETAINED_ANNOTATION
 from mysql_operator.kinds import (
@@ -19,8 +22,6 @@ from mysql_operator.reconciler import BLOCKED_RETRY_SECONDS, MySQLClusterReconci
 from mysql_operator.runtime.types import Key, Result
 from mysql_operator.ssa import with_config_hash
 from mysql_operator.status import condition
-from operator_fakes import FakeKube, RecordingEvents, cluster
-from pykube.exceptions import HTTPError
 
 KEY = Key("ns/db")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

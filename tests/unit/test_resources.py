@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mysql_operator import resources
 from operator_fakes import cluster
+
+from mysql_operator import resources
 
 COMMON = {
     "app.kubernetes.io/name": "mysql",

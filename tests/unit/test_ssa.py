@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from operator_fakes import cluster
+
 from mysql_operator import resources
 from mysql_operator.ssa import (
     APPLIED_ANNOTATION,
@@ -13,7 +15,6 @@ from mysql_operator.ssa import (
     upgrade_patch,
     with_config_hash,
 )
-from operator_fakes import cluster
 
 
 def owner(**spec: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envtest import objects
+from envtest import objects, runs
 from envtest.plugin import rbac, sweep
 
 SERVER = "https://apiserver"
@@ -43,6 +43,8 @@ class FakeCluster:
     def get(self, url: str, params: dict[str, str] | None = None, **_: Any) -> _Resp:
         plural = url.rsplit("/", 1)[1]
         sel = (params or {}).get("labelSelector", "")
+        if plural not in self.objects:
+            return _Resp({}, 404)
         items = [
             {"metadata": {"name": n}} for n, lab in self.objects.get(plural, {}).items() if _matches(lab, sel)
         ]
@@ -57,7 +59,7 @@ class FakeCluster:
                 del self.objects[plural][name]
         else:
             plural, name = url.rsplit("/", 2)[1:]
-            self.objects[plural].pop(name, None)
+            self.objects.get(plural, {}).pop(name, None)
         return _Resp({})
 
     def patch(self, *_: Any, **__: Any) -> _Resp:
@@ -73,9 +75,13 @@ def test_sweep_deletes_only_what_this_worker_created_in_this_run() -> None:
     fake.add("namespaces", "test-earlier-run", sweep.labels("run0", "gw0"))
     fake.add("namespaces", "kube-system", {})
 
-    deleted = sweep.sweep(fake, SERVER, sweep.selector("run1", "gw0"), cr_paths=[])  # type: ignore[arg-type]
+    deleted = runs.remove(fake, SERVER, sweep.selector("run1", "gw0"), cr_paths=[])  # type: ignore[arg-type]
 
-    assert deleted == ["test-gw0"]
+    assert deleted == [
+        "Namespace/test-gw0",
+        "ClusterRoleBinding/envtest-operator-test-gw0",
+        "ClusterRole/envtest-operator-test-gw0",
+    ]
     assert set(fake.objects["namespaces"]) == {"test-gw1", "test-earlier-run", "kube-system"}
     assert set(fake.objects["clusterrolebindings"]) == {"envtest-operator-test-gw1"}
     assert set(fake.objects["clusterroles"]) == {"envtest-operator-test-gw1"}

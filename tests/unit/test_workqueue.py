@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+
 from mysql_operator.runtime.clock import FakeClock
 from mysql_operator.runtime.types import Key
 from mysql_operator.runtime.workqueue import WorkQueue
@@ -123,16 +124,42 @@ def test_len_counts_only_ready_keys(queue: WorkQueue) -> None:
     assert len(queue) == 0
 
 
+PATIENCE = 30.0
+"""Seconds a join gives up after; only a failing test waits that long."""
+
+
+class ReadClock(FakeClock):
+    """A fake clock that tells which threads have read it. A getter reads the clock under the queue's
+    lock and then waits without looking at the queue again, so once it has read the clock, only a
+    notify can wake it: the state these tests need, reached without a sleep."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.readers: set[threading.Thread] = set()
+        self.read = threading.Condition()
+
+    def monotonic(self) -> float:
+        with self.read:
+            self.readers.add(threading.current_thread())
+            self.read.notify_all()
+        return super().monotonic()
+
+    def wait_read_by(self, threads: list[threading.Thread]) -> None:
+        with self.read:
+            assert self.read.wait_for(lambda: set(threads) <= self.readers, PATIENCE), "never got()"
+
+
 def test_shutdown_wakes_blocked_getters() -> None:
-    queue = WorkQueue("real-clock")
+    clock = ReadClock()
+    queue = WorkQueue("test", clock=clock)
     results: list[Key | None] = []
-    getters = [threading.Thread(target=lambda: results.append(queue.get())) for _ in range(3)]
+    getters = [threading.Thread(target=lambda: results.append(queue.get()), daemon=True) for _ in range(3)]
     for t in getters:
         t.start()
-    time.sleep(0.05)
+    clock.wait_read_by(getters)  # each is blocked in get(), or on its way into the wait
     queue.shutdown()
     for t in getters:
-        t.join(1.0)
+        t.join(PATIENCE)
         assert not t.is_alive()
     assert results == [None, None, None]
     queue.add(A)
@@ -140,21 +167,27 @@ def test_shutdown_wakes_blocked_getters() -> None:
 
 
 def test_blocked_getter_wakes_when_a_delayed_key_comes_due() -> None:
-    queue = WorkQueue("real-clock")
+    clock = ReadClock()
+    queue = WorkQueue("test", clock=clock)
     got: list[Key | None] = []
-    getter = threading.Thread(target=lambda: got.append(queue.get(timeout=2.0)))
+    # No timeout: blocked with nothing delayed, the getter sleeps until notified.
+    getter = threading.Thread(target=lambda: got.append(queue.get()), daemon=True)
     getter.start()
-    time.sleep(0.02)
-    queue.add_after(A, 0.05)  # the getter sleeps on the condition: it must recompute its wait
-    getter.join(1.0)
+    clock.wait_read_by([getter])
+    queue.add_after(A, 0.05)  # it must recompute its wait, now bounded by A's time
+    clock.advance(0.05)
+    getter.join(PATIENCE)
     assert got == [A]
 
 
 def test_get_timeout_returns_none() -> None:
     real = WorkQueue("real-clock")
-    started = time.monotonic()
-    assert real.get(timeout=0.05) is None
-    assert time.monotonic() - started < 1.0
+    got: list[Key | None] = [A]
+    getter = threading.Thread(target=lambda: got.__setitem__(0, real.get(timeout=0.05)), daemon=True)
+    getter.start()
+    getter.join(PATIENCE)
+    assert not getter.is_alive(), "get() outlived its timeout"
+    assert got == [None]
 
 
 def test_concurrent_workers_never_process_one_key_together() -> None:

@@ -11,6 +11,7 @@ envtest binaries install|path|list
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -143,6 +144,10 @@ def cmd_env(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    problem = supervisor.certificate_problem(state)
+    if problem:  # an export that every client then fails on (x509) helps nobody
+        print(f"envtest: {problem}", file=sys.stderr)
+        return 1
     print(_exports(state))
     return 0
 
@@ -174,6 +179,21 @@ def cmd_binaries(args: argparse.Namespace) -> int:
     else:
         for name, path in binaries.list_installed():
             print(f"{name}\t{path}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from envtest import environment, runs
+    from envtest.clusters import ExistingCluster
+
+    environment.check()
+    path = args.kubeconfig or Path(os.environ.get("KUBECONFIG") or "~/.kube/config").expanduser()
+    cluster = ExistingCluster(path, context=args.context)
+    try:
+        report = runs.sweep_dead(cluster.session, cluster.server, dry_run=args.dry_run)
+    finally:
+        cluster.close()
+    print(runs.describe(report))
     return 0
 
 
@@ -222,6 +242,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     lst = sub.add_parser("list", help="list control planes started with `envtest up`")
     lst.set_defaults(func=cmd_list)
+
+    swp = sub.add_parser(
+        "sweep",
+        help="remove what provably dead test runs left on a cluster (never a live run's)",
+        description="Namespaces, ClusterRoles, ClusterRoleBindings, webhook configurations and custom "
+        "resources' finalizers left by runs whose process is gone (this host) or whose heartbeat "
+        "stopped (another host); see envtest.runs.",
+    )
+    swp.add_argument("--kubeconfig", type=Path, help="default: KUBECONFIG, else ~/.kube/config")
+    swp.add_argument("--context", help="kubeconfig context (default: its current one)")
+    swp.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
+    swp.set_defaults(func=cmd_sweep)
 
     bins = sub.add_parser("binaries", help="install, locate or list control-plane binaries")
     bins.add_argument("action", choices=["install", "path", "list"])

@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # heavy imports stay out of `pytest --help`
     import requests
 
     from envtest.plane.controlplane import ControlPlane
-    from envtest.transport import Transport
 
 
 class Cluster:
@@ -48,9 +47,8 @@ class Cluster:
 
     @functools.cached_property
     def pykube(self) -> pykube.HTTPClient:
-        """The admin client behind `session`; its connections live in `transport` (under their own
-        pool key: the admin's certificate or token is not the operators')."""
-        return self.transport.attach_client(self.new_pykube())
+        """The admin client behind `session` (its own connections: nothing an operator's client uses)."""
+        return self.new_pykube()
 
     def new_pykube(self, timeout: float = 30.0) -> pykube.HTTPClient:
         return self.new_pykube_from(self.kubeconfig, context=self.context, timeout=timeout)
@@ -69,10 +67,16 @@ class Cluster:
 
     @staticmethod
     def pykube_client(config: pykube.KubeConfig, *, timeout: float = 30.0) -> pykube.HTTPClient:
-        """A client for a loaded kubeconfig; loopback traffic never goes through a proxy."""
+        """A client for a loaded kubeconfig; loopback traffic never goes through a proxy. An exec-plugin
+        user (EKS, GKE, …) runs its plugin once per credential, not per request as pykube-ng would."""
         import pykube
 
-        client = pykube.HTTPClient(config, timeout=timeout)
+        adapter = None
+        if config.user.get("exec"):
+            from envtest.execauth import ExecAuthAdapter
+
+            adapter = ExecAuthAdapter(config)
+        client = pykube.HTTPClient(config, timeout=timeout, http_adapter=adapter)
         no_proxy_for_loopback(client.session, str(client.url))
         return client
 
@@ -141,20 +145,11 @@ class Cluster:
         context = next(c["context"] for c in admin["contexts"] if c["name"] == context_name)
         return next(c for c in admin["clusters"] if c["name"] == context["cluster"])
 
-    @functools.cached_property
-    def transport(self) -> Transport:
-        """Connections shared by the operator clients the harness makes for this cluster."""
-        from envtest.transport import Transport
-
-        return Transport()
-
     def close(self) -> None:
         if "pykube" in self.__dict__:
             self.pykube.session.close()
         if "k8s" in self.__dict__:
             self.k8s.close()
-        if "transport" in self.__dict__:
-            self.transport.close()
 
     def describe(self) -> str:
         return f"backend={self.backend} cluster={self.name} k8s={self.version} server={self.server}"

@@ -40,6 +40,6 @@ def kubectl(version: str | None = None) -> str:
 
 
 def with_this_python(command: str) -> str:
-    """`python -m mysql_operator run` → `/abs/python -m mysql_operator run` (a bare `python` on
+    """`python -m myoperator run` → `/abs/python -m myoperator run` (a bare `python` on
     PATH is rarely the virtualenv's); any other command is returned unchanged."""
     return _PYTHON_PREFIX.sub(lambda _m: python(), command.strip(), count=1)

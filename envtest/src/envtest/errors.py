@@ -40,6 +40,11 @@ class CRDError(EnvtestError):
         """The apiserver's HTTP status when it refused the CRD; None for errors found before sending."""
 
 
+class ExecPluginError(ConfigError):
+    """A kubeconfig user's exec plugin failed or printed no usable credential; the message names the
+    command, its exit status and stderr, and the plugin's install hint when it has one."""
+
+
 class UsageProblem(ConfigError):
     """A bad pytest option, ini value or file named in them; the plugin turns it into pytest.UsageError."""
 

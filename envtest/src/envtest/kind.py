@@ -130,18 +130,20 @@ def open_cluster(
     config_file: Path | None = DEFAULT_CONFIG,
     image: str | None = None,
     progress: Callable[[str], None] = lambda _m: None,
-    manage_host: bool = False,
 ) -> tuple[pytest_kind.KindCluster, bool]:
-    """The running cluster `name`, reused or (re-)created; returns it and whether this call created it."""
+    """The running cluster `name`, reused or (re-)created; returns it and whether this call created it.
+
+    A new cluster gets a node image docker has or can pull (`envtest.kindimage.choose`); nothing
+    here starts daemons, edits docker's configuration or builds an image."""
+    from envtest import kindimage
+
     kubeconfig = kubeconfig or kubeconfig_path(name)
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     cli = KindCli(kind_path)
+    kindimage.check_runtime(cli.container_cli)  # before kind, whose own error would not say what to run
     state = cli.state(name)
-    if state is not State.RUNNING and image is None:
-        from envtest.binaries import nodeimage
-
-        # The published image if docker has it or can pull it, else the offline one (built once).
-        image = nodeimage.resolve(progress=progress, manage_host=manage_host)
+    if state is not State.RUNNING:
+        image = kindimage.choose(image, cli=cli.container_cli, progress=progress)
     config_file = offline_config(config_file, image, name)
     cluster = _pytest_kind().KindCluster(
         name, kubeconfig=kubeconfig, image=image or node_image(), kind_path=kind_path
@@ -160,9 +162,8 @@ def open_cluster(
 
 def offline_config(config_file: Path | None, image: str | None, name: str) -> Path | None:
     """For the offline node image, the kind config with what it needs (static CNI, kubeadm's
-    etcd/CoreDNS tags: `nodeimage.kind_config`), written beside the kubeconfig; else as given."""
-    from envtest.binaries.nodeimage import is_offline_image, kind_config
-    from envtest.binaries.nodeimage.spec import NodeImageSpec
+    etcd/CoreDNS tags: `nodespec.kind_config`), written beside the kubeconfig; else as given."""
+    from envtest.binaries.nodespec import NodeImageSpec, is_offline_image, kind_config
 
     if not image or not is_offline_image(image):
         return config_file
@@ -195,8 +196,11 @@ def remove_idle_network(container_cli: str = "docker") -> bool:
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.chmod(0o600)
+    tmp.unlink(missing_ok=True)
+    # 0600 from creation: the kubeconfig holds the admin's private key.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
     os.replace(tmp, path)
 
 
@@ -263,10 +267,17 @@ def getter(session: Any, server: str) -> Getter:
     return get
 
 
-# -- `envtest kind up|down` ------------------------------------------------------------------------
+# -- `envtest kind up|down|path|host-setup|image` -----------------------------------------------------
 
 
 def cmd_kind(args: argparse.Namespace) -> int:
+    if args.action == "host-setup":
+        from envtest.binaries import nodeimage  # the builder: only behind this explicit command
+
+        nodeimage.host_setup(progress=_say, dry_run=args.dry_run)
+        return 0
+    if args.action == "image":
+        return _cmd_image(args)
     kind_path = kind_binary.resolve(args.kind_bin, progress=_say)
     if args.action == "down":
         cli = KindCli(kind_path)
@@ -282,16 +293,10 @@ def cmd_kind(args: argparse.Namespace) -> int:
     if args.action == "path":
         print(kind_path)
         return 0
-    from envtest.binaries import nodeimage
-
-    nodeimage.ensure_host(progress=lambda m: _say(m))  # kind itself needs a running dockerd
+    # Like the pytest backend: an image docker has or can pull, else an error naming the command
+    # that builds one; no dockerd started, no host changed (`envtest kind host-setup` does that).
     _, created = open_cluster(
-        args.name,
-        kind_path=kind_path,
-        config_file=args.config,
-        image=args.image,
-        progress=_say,
-        manage_host=True,  # a command a user runs to get a cluster: may start dockerd, set up capwrap
+        args.name, kind_path=kind_path, config_file=args.config, image=args.image, progress=_say
     )
     from envtest.clusters import Cluster
 
@@ -305,14 +310,60 @@ def cmd_kind(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_image(args: argparse.Namespace) -> int:
+    if args.image_action == "tag":  # the recipe alone: no docker, no builder
+        from envtest.binaries.nodespec import NodeImageSpec
+
+        print(NodeImageSpec().tag())
+        return 0
+    from envtest.binaries import nodeimage
+
+    if args.image_action == "build":
+        print(nodeimage.build(progress=_say, force=args.force))
+    else:
+        from envtest.binaries.nodeimage import pybase
+
+        print(pybase.build(args.project.resolve(), progress=_say))
+    return 0
+
+
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("kind", help="a kind cluster for --envtest-backend=kind (pinned kind and image)")
-    p.add_argument("action", choices=["up", "down", "path"], help="path: print the kind binary used")
-    p.add_argument("--name", default="envtest")
-    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
-    p.add_argument("--image", help="node image (default: ENVTEST_KIND_IMAGE or the pinned one)")
-    p.add_argument("--kind-bin", type=Path, help="kind binary (default: kind on PATH, else built with go)")
-    p.add_argument("--timeout", type=float, default=READY_TIMEOUT, help="seconds to wait for readiness")
+    p = sub.add_parser("kind", help="kind clusters for --envtest-backend=kind, and the docker host they need")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def kind_bin(parser: argparse.ArgumentParser) -> None:
+        help_ = "kind binary (default: kind on PATH, else built with go)"
+        parser.add_argument("--kind-bin", type=Path, help=help_)
+
+    up = actions.add_parser("up", help="create (or reuse) a cluster; print `export KUBECONFIG=…`")
+    up.add_argument("--name", default="envtest")
+    up.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    up.add_argument(
+        "--image", help="node image (default: ENVTEST_KIND_IMAGE, else the pinned one, else the offline one)"
+    )
+    up.add_argument("--timeout", type=float, default=READY_TIMEOUT, help="seconds to wait for readiness")
+    kind_bin(up)
+    down = actions.add_parser("down", help="delete a cluster and what kind leaves behind")
+    down.add_argument("--name", default="envtest")
+    kind_bin(down)
+    kind_bin(actions.add_parser("path", help="print the kind binary used"))
+    setup = actions.add_parser(
+        "host-setup",
+        help="make docker usable for kind: install docker.io, start dockerd, capwrap where needed "
+        "(prints every change; a second run changes nothing)",
+    )
+    setup.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
+    image = actions.add_parser("image", help="the offline node image (no registry needed)")
+    image_actions = image.add_subparsers(dest="image_action", required=True, metavar="ACTION")
+    build = image_actions.add_parser(
+        "build", help="set up the host, then build it (cold ~25 min; cached by content); print its tag"
+    )
+    build.add_argument("--force", action="store_true", help="rebuild even if docker has it")
+    image_actions.add_parser("tag", help="print its tag (from the recipe; nothing is built)")
+    pybase = image_actions.add_parser("pybase", help="a python3 base image for offline `docker build`s")
+    pybase.add_argument(
+        "project", type=Path, help="directory of the pyproject.toml whose dependencies it carries"
+    )
     p.set_defaults(func=cmd_kind)
 
 

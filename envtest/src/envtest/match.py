@@ -1,7 +1,7 @@
 """Subset matching of live Kubernetes objects, with every mismatch reported by path.
 
     assert_matches(live, {
-        "spec": {"template": {"spec": {"containers": [{"image": re.compile(r"mysql:8\\..*")}]}}},
+        "spec": {"template": {"spec": {"containers": [{"image": re.compile(r"nginx:1\\..*")}]}}},
         "status": {"readyReplicas": lambda n: n >= 3, "conditions": [{"type": "Ready", "status": "True"}]},
     }, unordered=["status.conditions"])
 

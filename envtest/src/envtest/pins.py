@@ -25,7 +25,7 @@ class Versions:
         "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5"
     )
     """The node image published with that kind release (kind's own default for it)."""
-    # The offline node image (envtest.binaries.nodeimage), built where kind_node_image cannot be pulled.
+    # The offline node image (`envtest kind image build`), for where kind_node_image cannot be pulled.
     containerd: str = "2.4.2"
     """github.com/containerd/containerd/v2; kubelet >= 1.35 needs containerd 2.x (Debian has 1.6)."""
     cri_tools: str = "1.37.0"

@@ -1,6 +1,7 @@
 """Throwaway PKI for one control plane: a CA, serving and client certificates, a service-account signer.
 
-Everything here lives for one test run, so keys are never encrypted and validity is short. TLS keys are
+Everything here lives for one test run or one kept plane, so keys are never encrypted; validity is a
+week unless the caller asks for more (a kept plane asks for a year: `envtest.plane.expiry`). TLS keys are
 ECDSA P-256 because generating them is ~100x faster than RSA and every Kubernetes component accepts
 them; the service-account signer is RSA 2048 because that is the one algorithm every kube-apiserver
 version accepts for ``--service-account-signing-key-file``.
@@ -20,13 +21,21 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["CertKey", "CertificateAuthority", "service_account_key"]
+__all__ = [
+    "CertKey",
+    "CertificateAuthority",
+    "earliest_not_after",
+    "private_dir",
+    "service_account_key",
+    "write_private",
+]
 
 CLOCK_SKEW = dt.timedelta(hours=1)
 """notBefore is backdated by this much so a host whose clock lags a little still accepts fresh certs."""
 
 LEAF_VALID_DAYS = 7
-"""Days a leaf certificate is valid; never longer than its CA, which would be rejected anyway."""
+"""Days a leaf certificate is valid unless its CA says otherwise (`CertificateAuthority.create` gives
+its leaves its own validity); never longer than its CA, which would be rejected anyway."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,7 @@ class CertKey:
         cert_path = directory / f"{name}.crt"
         key_path = directory / f"{name}.key"
         cert_path.write_bytes(self.cert_pem)
-        _write_private(key_path, self.key_pem)
+        write_private(key_path, self.key_pem)
         return cert_path, key_path
 
 
@@ -58,13 +67,23 @@ class CertificateAuthority:
     the subject CN as the user name and each O as a group (``system:masters`` for an admin).
     """
 
-    def __init__(self, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+    def __init__(
+        self,
+        cert: x509.Certificate,
+        key: ec.EllipticCurvePrivateKey,
+        *,
+        leaf_valid_days: int = LEAF_VALID_DAYS,
+    ) -> None:
         self._cert = cert
         self._key = key
+        self.leaf_valid_days = leaf_valid_days
+        """Days each certificate issued here is valid (clamped to the CA's own notAfter)."""
 
     @classmethod
     def create(cls, common_name: str, *, valid_days: int = 7) -> CertificateAuthority:
-        """Generate a new CA key and self-signed certificate valid for ``valid_days`` days."""
+        """Generate a new CA key and self-signed certificate valid for ``valid_days`` days; the
+        certificates it issues are valid as long (a plane's CA and leaves then expire together, so
+        checking any one of them says when the plane stops working)."""
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         not_before, not_after = _validity(valid_days)
@@ -96,7 +115,7 @@ class CertificateAuthority:
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
             .sign(key, hashes.SHA256())
         )
-        return cls(cert, key)
+        return cls(cert, key, leaf_valid_days=valid_days)
 
     @property
     def certificate(self) -> x509.Certificate:
@@ -149,7 +168,7 @@ class CertificateAuthority:
     ) -> CertKey:
         key = ec.generate_private_key(ec.SECP256R1())
         public = key.public_key()
-        not_before, not_after = _validity(LEAF_VALID_DAYS)
+        not_before, not_after = _validity(self.leaf_valid_days)
         # A leaf outliving its CA is rejected by strict verifiers; clamp rather than surprise.
         not_after = min(not_after, self._cert.not_valid_after_utc)
         builder = (
@@ -200,6 +219,37 @@ def service_account_key() -> tuple[bytes, bytes]:
     return _private_pem(key), public
 
 
+def earliest_not_after(pem: bytes) -> dt.datetime:
+    """The earliest notAfter (UTC) of the certificates in ``pem`` (a bundle may hold several): the
+    moment from which a client verifying against it fails with "x509: certificate has expired"."""
+    certs = x509.load_pem_x509_certificates(pem)
+    return min(cert.not_valid_after_utc for cert in certs)
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) and make it 0700, also when it already existed: a
+    directory holding private keys, kubeconfigs or a plane's etcd data is its owner's alone. The
+    parents keep their default mode (they are shared caches such as ``~/.cache/envtest``)."""
+    path = Path(path)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # mkdir's mode is masked by the umask and ignored for a directory that was already there.
+    os.chmod(path, 0o700)
+    return path
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as a file that is 0600 from its creation, never readable by others
+    (not even between a write and a later chmod). An existing file is replaced, not truncated: it
+    may carry looser permissions we must not inherit."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    # A umask can strip the owner's own bits too; set the mode explicitly rather than trust it.
+    os.chmod(path, 0o600)
+
+
 def _validity(days: int) -> tuple[dt.datetime, dt.datetime]:
     now = dt.datetime.now(dt.UTC)
     return now - CLOCK_SKEW, now + dt.timedelta(days=days)
@@ -218,13 +268,3 @@ def _private_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    # Replace rather than truncate: an existing file may carry looser permissions we must not inherit.
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    # A umask can strip the owner's own bits too; set the mode explicitly rather than trust it.
-    os.chmod(path, 0o600)

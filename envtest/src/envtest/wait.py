@@ -4,11 +4,11 @@ Both take a *check*: a callable that returns a value when the state is as wanted
 AssertionError when it is not, so the same plain ``assert`` statements work in both::
 
     def ready() -> dict:
-        obj = MySQLCluster.objects(api).get(name="db").obj
+        obj = pykube.Deployment.objects(api).get(name="web").obj
         assert obj["status"]["readyReplicas"] == 3, obj["status"]
         return obj
 
-    obj = eventually(ready, timeout=60, description="db has 3 ready replicas")
+    obj = eventually(ready, timeout=60, description="web has 3 ready replicas")
 
 "Not yet" means AssertionError, or NotFound for an *object* from the kubernetes client (ApiException
 404), pykube-ng (ObjectDoesNotExist, HTTPError 404) or requests (HTTPError 404) — so

@@ -3,17 +3,22 @@
 The names below are the public surface; the modules behind them are internals.
 """
 
+from .certwatcher import CertLoadError, CertWatcher
 from .client import is_conflict, retry_after, status_code
 from .clock import Clock, FakeClock, SystemClock
 from .controller import Controller
 from .informer import Informer
 from .leader import LeaderElector, Lease
 from .manager import WRITE_VERBS, Manager, ManagerError, ManagerOptions
+from .reviews import allow, deny
 from .types import Key, Reconciler, Result, make_key, split_key
+from .webhook import ServerOptions, WebhookServer
 from .workqueue import WorkQueue
 
 __all__ = [
     "WRITE_VERBS",
+    "CertLoadError",
+    "CertWatcher",
     "Clock",
     "Controller",
     "FakeClock",
@@ -26,8 +31,12 @@ __all__ = [
     "ManagerOptions",
     "Reconciler",
     "Result",
+    "ServerOptions",
     "SystemClock",
+    "WebhookServer",
     "WorkQueue",
+    "allow",
+    "deny",
     "is_conflict",
     "make_key",
     "retry_after",

@@ -253,7 +253,12 @@ class Informer:
                 self._drop_client()  # a fresh session, in case the pooled connection is the broken part
             delay = min(self.backoff_base * 2 ** min(failures, 32), self.backoff_max)
             failures += 1
-            self._stop.wait(delay)
+            self._pause(delay)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds` before the next attempt, or until stop(): the loop's one wait, and so the seam
+        where unit tests record the backoff instead of sleeping through it."""
+        self._stop.wait(seconds)
 
     def _allowed(self) -> None:
         with self._lock:

@@ -5,7 +5,7 @@ Every scenario ends the same way (`Scenario.finish`): each cluster Running at it
 exactly one StatefulSet, Service and Secret per cluster, all controlled by it and nothing else in the
 namespace, then every cluster deleted and gone (its finalizer removed by the operator).
 
-With $ENVTEST_RELIABILITY_RESULTS set, `Scenario.record` appends one JSON line per fault: seconds
+With $RELIABILITY_RESULTS set, `Scenario.record` appends one JSON line per fault: seconds
 from the fault to convergence, the API requests the operator sent meanwhile, and which fault-free
 run of `test_baseline_converges_without_faults` it compares with.
 """
@@ -31,7 +31,8 @@ RETAINED_SECRET = "{}-credentials"
 """The credentials Secret outlives its cluster like the data does: our labels and the retained
 annotation instead of an ownerReference."""
 CONVERGE_TIMEOUT = 90.0
-"""Seconds a cluster may take to be Running again after a fault (a clean one takes a few)."""
+"""Seconds a cluster may take to be Running again after a fault (a clean one takes a few), on the
+local plane; stretched for the backend (Scenario.timeouts)."""
 
 
 class RequestCounter(Protocol):
@@ -59,14 +60,26 @@ class Scenario:
     """MySQLClusters in one namespace, as one reliability scenario sees them (admin access)."""
 
     def __init__(
-        self, api: Any, namespace: str, counter: RequestCounter | None, nodeid: str, *, scale: float = 1.0
+        self,
+        api: Any,
+        namespace: str,
+        counter: RequestCounter | None,
+        nodeid: str,
+        *,
+        scale: float | None = None,
     ) -> None:
         self.api, self.namespace, self.counter, self.nodeid = api, namespace, counter, nodeid
-        self.timeout_scale = scale
+        self.timeout_scale = api.timeouts.scale if scale is None else scale
         """Timeouts are written for the local plane (kwok: pods Ready at once); on kind a kubelet starts
-        real containers, so every wait here is stretched by the backend's factor (mysqlkit.Timeouts)."""
+        real containers, so every wait is stretched by the backend's factor (mysqlkit.Timeouts), by
+        default the one of the cluster `api` talks to."""
         self.names: list[str] = []
         self.mark()
+
+    def timeouts(self, seconds: float) -> float:
+        """`seconds` written for the local plane, stretched for the backend. The `timeout` every
+        method here takes is stretched already: pass `scenario.timeouts(30)`, not 30."""
+        return seconds * self.timeout_scale
 
     def path(self, name: str | None = None, sub: str | None = None) -> str:
         base = f"apis/{GROUP_VERSION}/namespaces/{self.namespace}/mysqlclusters"
@@ -105,12 +118,12 @@ class Scenario:
         assert sts is not None and sts["spec"]["replicas"] == replicas, f"{name}: StatefulSet {sts}"
         return obj
 
-    def wait_running(self, names: Iterable[str] | None = None, timeout: float = CONVERGE_TIMEOUT) -> float:
+    def wait_running(self, names: Iterable[str] | None = None, timeout: float | None = None) -> float:
         """Wait until every cluster is Running; the seconds since the scenario (or `mark()`) began."""
         wanted = list(names or self.names)
         eventually(
             lambda: [self.running(n) for n in wanted],
-            timeout=timeout * self.timeout_scale,
+            timeout=self.timeouts(CONVERGE_TIMEOUT) if timeout is None else timeout,
             interval=0.1,
             description=f"{', '.join(wanted)} Running",
         )
@@ -141,7 +154,7 @@ class Scenario:
             assert meta.get("annotations", {}).get("db.example.com/retained") == "true"
 
     def delete_all(
-        self, names: Iterable[str] | None = None, *, wait: bool = True, timeout: float = 60.0
+        self, names: Iterable[str] | None = None, *, wait: bool = True, timeout: float | None = None
     ) -> None:
         """Delete the clusters (default: all); with `wait`, until each is gone (finalizer removed)."""
         doomed = list(self.names if names is None else names)
@@ -150,20 +163,21 @@ class Scenario:
         if wait:
             self.wait_gone(doomed, timeout=timeout)
 
-    def wait_gone(self, names: Iterable[str] | None = None, timeout: float = 60.0) -> None:
+    def wait_gone(self, names: Iterable[str] | None = None, timeout: float | None = None) -> None:
         doomed = list(self.names if names is None else names)
 
         def gone() -> None:
             left = [n for n in doomed if self.get(n) is not None]
             assert not left, f"still present (finalizer not removed?): {left}"
 
-        eventually(gone, timeout=timeout * self.timeout_scale, interval=0.1, description="clusters deleted")
+        wait = self.timeouts(60.0) if timeout is None else timeout
+        eventually(gone, timeout=wait, interval=0.1, description="clusters deleted")
         self.names = [n for n in self.names if n not in doomed]
 
-    def settle(self, quiet: float = 0.5, timeout: float = 15.0) -> None:
+    def settle(self, quiet: float = 0.5, timeout: float | None = None) -> None:
         """Wait until the operator has sent no request for `quiet` seconds (before a measurement)."""
         assert self.counter is not None, "settle() needs a request counter"
-        deadline = time.monotonic() + timeout * self.timeout_scale
+        deadline = time.monotonic() + (self.timeouts(15.0) if timeout is None else timeout)
         last, since = self.counter.requests(), time.monotonic()
         while time.monotonic() - since < quiet:
             assert time.monotonic() < deadline, f"the operator never went quiet for {quiet}s"
@@ -192,7 +206,7 @@ class Scenario:
         """One JSON line: `fault`, seconds to converge, requests and writes since `mark()`.
         `compare` names the fault-free run it is set against: "create" (a new cluster → Running),
         "change" (a spec change → Running) or "delete" (delete → gone)."""
-        target = os.environ.get("ENVTEST_RELIABILITY_RESULTS")
+        target = os.environ.get("RELIABILITY_RESULTS")
         if not target:
             return
         counter = self.counter

@@ -12,6 +12,7 @@ from typing import Any
 import pykube
 import pytest
 import requests
+from mysqlkit import Timeouts
 
 from envtest import Cluster, eventually
 from envtest.faults import (
@@ -84,17 +85,19 @@ def test_dropped_reply_means_the_write_happened_unheard(
     assert (retry.status_code, retry.json()["reason"]) == (409, "AlreadyExists")
 
 
-def _watch(client: pykube.HTTPClient, namespace: str, rv: str | None = None) -> requests.Response:
-    params = {"watch": "true", "timeoutSeconds": "30"}
+def _watch(
+    client: pykube.HTTPClient, namespace: str, timeouts: Timeouts, rv: str | None = None
+) -> requests.Response:
+    params = {"watch": "true", "timeoutSeconds": str(round(timeouts(30)))}
     if rv:
         params["resourceVersion"] = rv
-    return client.get(url="secrets", namespace=namespace, params=params, stream=True, timeout=40)
+    return client.get(url="secrets", namespace=namespace, params=params, stream=True, timeout=timeouts(40))
 
 
 def test_watch_events_stream_through_unbuffered(
-    client: pykube.HTTPClient, faults: FaultProxy, namespace: str, api: Any
+    client: pykube.HTTPClient, faults: FaultProxy, namespace: str, api: Any, timeouts: Timeouts
 ) -> None:
-    resp = _watch(client, namespace)
+    resp = _watch(client, namespace, timeouts)
     seen: list[tuple[float, str]] = []
 
     def read() -> None:
@@ -108,12 +111,11 @@ def test_watch_events_stream_through_unbuffered(
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     for i in range(2):
-        created = time.monotonic()
         api.create(f"api/v1/namespaces/{namespace}/secrets", {"metadata": {"name": f"w{i}"}})
-        # Each event arrives while the watch is still open (it would end after 30 s): the proxy
-        # holds nothing back until a buffer fills or the stream ends.
-        arrived = eventually(lambda i=i: _arrival(seen, f"w{i}"), timeout=10)
-        assert arrived - created < 5.0
+        # w1 is created only once w0 came through, and it comes through the same stream: so w0 was
+        # delivered while the watch was still open. A proxy holding events back until a buffer fills
+        # or the stream ends would deliver w0 at the end, and w1 never.
+        eventually(lambda i=i: _arrival(seen, f"w{i}"), timeout=timeouts(10))
     resp.raw.shutdown()  # wakes the reader blocked on the open stream
     reader.join(5)
     resp.close()
@@ -126,19 +128,19 @@ def _arrival(seen: list[tuple[float, str]], name: str) -> float:
 
 
 def test_watch_cut_after_events_and_expired_watch(
-    client: pykube.HTTPClient, faults: FaultProxy, namespace: str, api: Any
+    client: pykube.HTTPClient, faults: FaultProxy, namespace: str, api: Any, timeouts: Timeouts
 ) -> None:
     for i in range(2):
         api.create(f"api/v1/namespaces/{namespace}/secrets", {"metadata": {"name": f"c{i}"}})
     faults.add(Rule(CutWatch(after_events=1), verb="watch", resource="secrets", times=1))
     lines = []
     with pytest.raises(requests.exceptions.ChunkedEncodingError):
-        for line in _watch(client, namespace, rv="0").iter_lines():
+        for line in _watch(client, namespace, timeouts, rv="0").iter_lines():
             lines.append(line)
     assert len([x for x in lines if x]) == 1
 
     faults.add(Rule(ExpireWatch(), verb="watch", resource="secrets", times=1))
-    resp = _watch(client, namespace, rv="1")
+    resp = _watch(client, namespace, timeouts, rv="1")
     assert resp.status_code == 200
     events = [json.loads(x) for x in resp.iter_lines() if x]
     assert [e["type"] for e in events] == ["ERROR"]
@@ -146,8 +148,10 @@ def test_watch_cut_after_events_and_expired_watch(
     assert faults.injections(CutWatch) == 1 and faults.injections(ExpireWatch) == 1
 
 
-def test_disconnect_and_kill_client(client: pykube.HTTPClient, faults: FaultProxy, namespace: str) -> None:
-    resp = _watch(client, namespace)
+def test_disconnect_and_kill_client(
+    client: pykube.HTTPClient, faults: FaultProxy, namespace: str, timeouts: Timeouts
+) -> None:
+    resp = _watch(client, namespace, timeouts)
     assert resp.status_code == 200
     assert faults.disconnect_watches(resource="secrets") == 1
     with pytest.raises(requests.exceptions.ChunkedEncodingError):

@@ -9,20 +9,22 @@ import threading
 import time
 from typing import Any
 
-from mysql_operator.app import build_manager
+from conflictkit import apiserver_conflicts
+from mysqlkit import Timeouts
 from reliability_support import Scenario
 
 from envtest import Cluster, eventually
 from envtest.faults import WRITE_VERBS, FaultProxy
 from envtest.plugin.context import TestContext
 from envtest.plugin.runner import OperatorRunner
+from mysql_operator.app import build_manager
 
 LEASE = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 0.5}
 """Short leader-election timings (defaults 15/10/2 s), so a takeover fits in a test."""
 
 
 def test_concurrent_spec_edits_converge_to_the_latest_spec(
-    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario
+    faults: FaultProxy, operator: OperatorRunner, scenario: Scenario, timeouts: Timeouts
 ) -> None:
     scenario.create("db")
     scenario.wait_running()
@@ -35,9 +37,13 @@ def test_concurrent_spec_edits_converge_to_the_latest_spec(
             edits[0] += 1
             time.sleep(0.05)
 
+    def counted() -> int:
+        return apiserver_conflicts(scenario.api, timeouts, group="db.example.com", resource="mysqlclusters")
+
     thread = threading.Thread(target=writer, name="concurrent-writer", daemon=True)
     scenario.settle()
     scenario.mark()
+    before = (faults.requests(code=409, client="operator"), counted())
     thread.start()
     time.sleep(4.0)
     stop.set()
@@ -46,11 +52,17 @@ def test_concurrent_spec_edits_converge_to_the_latest_spec(
     last_word = time.monotonic()
     scenario.wait_running()  # checks generation, readyReplicas and the StatefulSet
     seconds = time.monotonic() - last_word
+    # No rule is in place, so the proxy only forwarded: each 409 is the apiserver's answer to a status
+    # patch whose resourceVersion the writer's edits had made stale, and the apiserver counted it.
+    assert faults.injections() == 0
+    conflicts = faults.requests(code=409, client="operator") - before[0]
     manager: Any = operator.operator
-    conflicts = int(manager.api_requests(code="409"))
     fault = "another writer edits the spec for 4 s (timed from its last edit)"
     scenario.record(fault, seconds, compare="change", edits=edits[0], conflicts=conflicts)
     assert edits[0] > 10, "the writer hardly wrote: nothing concurrent was tested"
+    assert conflicts > 0, f"none of the operator's writes met one of {edits[0]} edits: nothing raced"
+    assert int(manager.api_requests(code="409")) >= conflicts, "the operator did not see its conflicts"
+    assert counted() - before[1] >= conflicts, "the apiserver counted fewer conflicts than it answered"
     scenario.finish()
 
 
@@ -99,7 +111,10 @@ def test_leader_failover_one_reconciler_at_a_time_and_nothing_lost(
         scenario.mark()
         scenario.scale("db-1", 2)
         scenario.create("db-2")
-        eventually(lambda: standby.operator.is_leader or _fail(f"{stand} not leading"), timeout=15)  # type: ignore[union-attr]
+        eventually(
+            lambda: standby.operator.is_leader or _fail(f"{stand} not leading"),  # type: ignore[union-attr]
+            timeout=scenario.timeouts(15),
+        )
         takeover = time.monotonic() - killed
         # It waits for the old lease to expire (renewTime + duration), then at most one retry period.
         assert takeover <= LEASE["lease_duration"] + 2 * LEASE["retry_period"] + 1.0
@@ -109,7 +124,7 @@ def test_leader_failover_one_reconciler_at_a_time_and_nothing_lost(
         assert _reconciler_writes(faults, stand) > 0
         scenario.finish()
     finally:
-        leader.stop(timeout=2)
+        leader.stop(timeout=scenario.timeouts(2))
         envtest_context.stop_operator(cluster, standby)
 
 

@@ -56,10 +56,12 @@ def test_operator_killed_mid_reconcile_restarts_idempotently(
     held = faults.add(Rule(verb="create", resource="statefulsets", client="first", latency=60.0))
     first = envtest_context.start_operator(cluster, namespace, envtest_operator_factory, name="first")
     scenario.create("db")
-    eventually(lambda: held.fired == 1 or _fail("no StatefulSet create in flight"), timeout=30)
+    eventually(
+        lambda: held.fired == 1 or _fail("no StatefulSet create in flight"), timeout=scenario.timeouts(30)
+    )
     secret = scenario.api.get(f"api/v1/namespaces/{namespace}/secrets/db-credentials")
     faults.kill_client("first")  # as a SIGKILL would: nothing it had in flight reaches the apiserver
-    first.stop(timeout=0.5)
+    first.stop(timeout=scenario.timeouts(0.5))  # gives up on the held reconcile
 
     scenario.mark()
     second = envtest_context.start_operator(cluster, namespace, envtest_operator_factory, name="second")
@@ -99,7 +101,7 @@ def test_deletes_while_the_operator_is_down_are_finalized_when_it_returns(
             obj = scenario.get(name)
             assert obj is not None and obj["metadata"].get("deletionTimestamp"), f"{name}: {obj}"
 
-    consistently(held_by_finalizer, duration=2.0)
+    consistently(held_by_finalizer, duration=scenario.timeouts(2))
     scenario.mark()
     second = envtest_context.start_operator(cluster, namespace, envtest_operator_factory, name="second")
     try:

@@ -1,7 +1,7 @@
 """Fault injection between an operator and kube-apiserver: a TLS reverse proxy (`proxy`), the rules
 that decide what happens to each request (`rules`), and the byte relay under both (`relay`)."""
 
-from envtest.faults.proxy import FaultProxy
+from envtest.faults.proxy import Exchange, FaultProxy
 from envtest.faults.rules import (
     FORWARD,
     WRITE_VERBS,
@@ -9,13 +9,16 @@ from envtest.faults.rules import (
     DropReply,
     ExpireWatch,
     Forward,
+    Precondition,
     Respond,
     Rule,
     already_exists,
     conflict,
     internal_error,
     invalid,
+    no_precondition,
     not_found,
+    stale_precondition,
     too_many_requests,
     unavailable,
 )
@@ -25,16 +28,20 @@ __all__ = [
     "WRITE_VERBS",
     "CutWatch",
     "DropReply",
+    "Exchange",
     "ExpireWatch",
     "FaultProxy",
     "Forward",
+    "Precondition",
     "Respond",
     "Rule",
     "already_exists",
     "conflict",
     "internal_error",
     "invalid",
+    "no_precondition",
     "not_found",
+    "stale_precondition",
     "too_many_requests",
     "unavailable",
 ]

@@ -2,7 +2,7 @@
 
     with FaultProxy.for_cluster(cluster) as proxy:
         kubeconfig = proxy.kubeconfig_for(operator_kubeconfig, tmp / "proxied", client="a")
-        rule = proxy.add(Rule(conflict(), verb="patch", resource="mysqlclusters/status", times=3))
+        rule = proxy.add(Rule(conflict(), verb="patch", resource="widgets/status", times=3))
         ...
         assert rule.fired == 3 and proxy.requests(verb=WRITE_VERBS, client="a") == 0
 
@@ -16,6 +16,13 @@ A kubeconfig may carry a client label (a `/envtest-client/<label>` server path p
 are counted per label, rules can select one, and `kill_client` makes one client look dead.
 Upstream, every request is sent exactly once (no retries: a retried write would hide the very faults
 we inject), and watches are relayed line by line as they arrive.
+
+Every request is also kept as an `Exchange` once answered: when it came, when it was forwarded (None:
+the proxy answered it alone) and the code the client got. With no rule in the way the proxy only
+forwards, so `exchanges(...)` is what the apiserver saw and answered - its own 409s included:
+
+    writes = proxy.exchanges(verb="patch", resource="widgets", name="db", client="operator")
+    gaps = [b.sent - a.sent for a, b in zip(writes, writes[1:])]
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -58,6 +66,26 @@ def _as_set(value: str | Iterable[str] | None) -> set[str] | None:
     return None if value is None else {value} if isinstance(value, str) else set(value)
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One request and its answer, as the proxy saw them (times are `time.monotonic()`)."""
+
+    client: str
+    info: RequestInfo
+    received: float
+    """When the request arrived, before any rule held it."""
+    sent: float | None
+    """When it was forwarded to the apiserver; None when the proxy answered (or cut) it alone."""
+    code: str
+    """The HTTP code the client got ("" = its connection was cut): the apiserver's when `sent`."""
+    rule: Rule | None
+    """The rule that acted on it, if any."""
+
+    @property
+    def forwarded(self) -> bool:
+        return self.sent is not None
+
+
 class FaultProxy:
     """A local TLS reverse proxy in front of `upstream` with rules, counters and kill switches."""
 
@@ -81,6 +109,7 @@ class FaultProxy:
         self._rules: list[Rule] = []
         self._counts: Counter[tuple[str, str, str]] = Counter()  # (client, verb, resource[/sub])
         self._codes: Counter[tuple[str, str, str, str]] = Counter()  # the same + the code answered
+        self._exchanges: list[Exchange] = []  # every request once answered, in the order answered
         self._sockets: dict[socket.socket, str] = {}  # open downstream connection → its client
         self._streams: set[tuple[RequestInfo, str, Any]] = set()  # live watches: (info, client, sever)
         self._dead: set[str] = set()
@@ -186,14 +215,20 @@ class FaultProxy:
         return rule
 
     def remove(self, rule: Rule) -> None:
+        """Take `rule` out; requests it holds (`Rule.hold`) go on."""
         with self._lock:
             if rule in self._rules:
                 self._rules.remove(rule)
+        if rule.hold is not None:
+            rule.hold.set()
 
     def clear(self) -> None:
-        """Remove every rule: from now on requests pass through (counters are kept)."""
+        """Remove every rule: from now on requests pass through (counters are kept); held ones go on."""
         with self._lock:
-            self._rules.clear()
+            rules, self._rules = self._rules, []
+        for rule in rules:
+            if rule.hold is not None:
+                rule.hold.set()
 
     # -- counters -------------------------------------------------------------------------------
 
@@ -204,7 +239,7 @@ class FaultProxy:
         client: str | None = None,
         code: str | int | None = None,
     ) -> int:
-        """Requests received (faulted or not) matching every filter; resource as "mysqlclusters/status".
+        """Requests received (faulted or not) matching every filter; resource as "widgets/status".
         With `code`, only those answered with it ("" = cut off unanswered); a request counts for its
         code once it is over (a watch when it ends)."""
         verbs, resources = _as_set(verb), _as_set(resource)
@@ -228,6 +263,32 @@ class FaultProxy:
         """A snapshot of all counters keyed (client, verb, resource[/subresource])."""
         with self._lock:
             return Counter(self._counts)
+
+    def exchanges(
+        self,
+        verb: str | Iterable[str] | None = None,
+        resource: str | Iterable[str] | None = None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        client: str | None = None,
+        forwarded: bool | None = None,
+    ) -> list[Exchange]:
+        """Answered requests matching every filter, in the order they arrived; resource as
+        "widgets/status"; `forwarded=True` keeps those that reached the apiserver."""
+        verbs, resources = _as_set(verb), _as_set(resource)
+        with self._lock:
+            found = [
+                e
+                for e in self._exchanges
+                if (verbs is None or e.info.verb in verbs)
+                and (resources is None or e.info.full_resource in resources)
+                and (name is None or e.info.name == name)
+                and (namespace is None or e.info.namespace == namespace)
+                and (client is None or e.client == client)
+                and (forwarded is None or e.forwarded == forwarded)
+            ]
+        return sorted(found, key=lambda e: e.received)
 
     def injections(self, action: type | None = None) -> int:
         with self._lock:
@@ -273,10 +334,24 @@ class FaultProxy:
                 self.injected.append((time.monotonic(), client, _describe(info), rule))
         return rule
 
-    def _answered(self, client: str, info: RequestInfo, rule: Rule | None, code: str) -> None:
-        """Count what the client got: an HTTP code, or "" for a connection cut without an answer."""
+    def _answered(
+        self,
+        client: str,
+        info: RequestInfo,
+        rule: Rule | None,
+        code: str,
+        *,
+        received: float | None = None,
+        sent: float | None = None,
+    ) -> None:
+        """Count what the client got: an HTTP code, or "" for a connection cut without an answer;
+        `received` and `sent` (monotonic) say when the request came and when it went upstream."""
+        now = time.monotonic()
         with self._lock:
             self._codes[(client, info.verb, info.full_resource, code)] += 1
+            self._exchanges.append(
+                Exchange(client, info, now if received is None else received, sent, code, rule)
+            )
             if self._log_file is not None:
                 note = f" [{rule.describe()}]" if rule else ""
                 answer = code or "cut"
@@ -290,6 +365,13 @@ class FaultProxy:
             if self._stopping.wait(min(left, 0.05)) or self._killed(client):
                 return False
         return True
+
+    def _hold(self, gate: threading.Event, client: str) -> bool:
+        """Hold a request until `gate` is set; False when the proxy stops or the client is killed first."""
+        while not gate.wait(0.05):
+            if self._stopping.is_set() or self._killed(client):
+                return False
+        return not self._killed(client)
 
     def _killed(self, client: str) -> bool:
         with self._lock:

@@ -10,6 +10,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +21,12 @@ from envtest.faults.rules import (
     CutWatch,
     DropReply,
     ExpireWatch,
+    Precondition,
     RequestInfo,
     Respond,
     expired_event,
     status_body,
+    with_precondition,
 )
 
 if TYPE_CHECKING:
@@ -111,17 +114,21 @@ class RelayHandler(BaseHTTPRequestHandler):
             return self._abort()
         route, _, query = path.partition("?")
         info = RequestInfo.parse(self.command, route, query, body)
+        received = time.monotonic()
         rule = proxy._decide(client, info)
         self.outcome = ""  # the code the client got; "" when its connection was cut instead
+        self.sent: float | None = None  # when it went upstream; None while the proxy alone answers
         try:
             self._apply(info, rule, client, path, body)
         finally:
-            proxy._answered(client, info, rule, self.outcome)
+            proxy._answered(client, info, rule, self.outcome, received=received, sent=self.sent)
 
     def _apply(self, info: RequestInfo, rule: Any, client: str, path: str, body: bytes) -> None:
         proxy = self.server.proxy
         action = rule.action if rule is not None else FORWARD
         if rule is not None and rule.latency and not proxy._pause(rule.latency, client):
+            return self._abort()
+        if rule is not None and rule.hold is not None and not proxy._hold(rule.hold, client):
             return self._abort()
         if proxy._killed(client):  # died while its request was held: it never reaches the apiserver
             return self._abort()
@@ -132,6 +139,9 @@ class RelayHandler(BaseHTTPRequestHandler):
         if self.headers.get("Upgrade"):
             refused = Respond(400, "BadRequest", "the fault proxy does not relay upgrades")
             return self._send_status(refused, info)
+        if isinstance(action, Precondition):
+            body = with_precondition(body, action.resource_version) or body
+        self.sent = time.monotonic()
         upstream = proxy._forward(self.command, path, self.headers, body, watch=info.verb == "watch")
         try:
             if isinstance(action, DropReply):

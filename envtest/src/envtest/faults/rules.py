@@ -4,15 +4,17 @@ Pure data and functions (no sockets) so the matching and the Status bodies are u
 A request is described the way kube-apiserver's RequestInfo describes it (verb, resource,
 subresource, namespace, name), so rules read like RBAC rules:
 
-    Rule(conflict(), verb="patch", resource="mysqlclusters", subresource="status", times=3)
+    Rule(conflict(), verb="patch", resource="widgets", subresource="status", times=3)
     Rule(DropReply(), verb="create", resource="statefulsets", times=1)
-    Rule(ExpireWatch(), verb="watch", resource="mysqlclusters", latency=2.0, times=1)
+    Rule(ExpireWatch(), verb="watch", resource="widgets", latency=2.0, times=1)
+    Rule(stale_precondition(), verb="patch", resource="widgets", times=3)  # the apiserver says 409
 """
 
 from __future__ import annotations
 
 import json
 import random
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +27,7 @@ __all__ = [
     "DropReply",
     "ExpireWatch",
     "Forward",
+    "Precondition",
     "RequestInfo",
     "Respond",
     "Rule",
@@ -33,14 +36,22 @@ __all__ = [
     "expired_event",
     "internal_error",
     "invalid",
+    "no_precondition",
     "not_found",
+    "stale_precondition",
     "status_body",
     "too_many_requests",
     "unavailable",
+    "with_precondition",
 ]
 
 VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+PRECONDITION_VERBS = frozenset({"update", "patch"})
+"""Writes whose body may carry a resourceVersion precondition (a create must not, a delete has none)."""
+STALE_RESOURCE_VERSION = "1"
+"""Older than any object a test writes (etcd's first revision went to the plane's bootstrap); not
+"0", which the apiserver reads as "no precondition"."""
 # kube-apiserver's namespaceSubresources: /namespaces/<ns>/status is the Namespace's own subresource.
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 
@@ -67,7 +78,7 @@ class RequestInfo:
 
     @property
     def full_resource(self) -> str:
-        """ "statefulsets" or "mysqlclusters/status", as counters and logs name it."""
+        """ "statefulsets" or "widgets/status", as counters and logs name it."""
         return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
 
     @property
@@ -159,7 +170,19 @@ class ExpireWatch:
     after_events: int = 0
 
 
-Action = Forward | Respond | DropReply | CutWatch | ExpireWatch
+@dataclass(frozen=True)
+class Precondition:
+    """Forward an update or patch with the resourceVersion precondition in its body replaced, so the
+    apiserver itself decides. A stale one (`stale_precondition()`) gets a real 409 Conflict from the
+    apiserver, counted in its metrics and with no watch event (nothing changed), so the client's retry
+    is paced by its backoff alone. None (`no_precondition()`) removes it: the write can no longer
+    conflict, as if the client had never sent one. A body without a precondition is forwarded as it
+    is, so a 409 under `stale_precondition()` proves the client sent one."""
+
+    resource_version: str | None
+
+
+Action = Forward | Respond | DropReply | CutWatch | ExpireWatch | Precondition
 FORWARD = Forward()
 
 
@@ -192,6 +215,53 @@ def unavailable(retry_after: int | None = None) -> Respond:
     return Respond(503, "ServiceUnavailable", retry_after=retry_after)
 
 
+def stale_precondition() -> Precondition:
+    """The write's resourceVersion made stale: the apiserver answers 409 Conflict itself."""
+    return Precondition(STALE_RESOURCE_VERSION)
+
+
+def no_precondition() -> Precondition:
+    """The write's resourceVersion removed: what a client that forgot its preconditions sends."""
+    return Precondition(None)
+
+
+def with_precondition(body: bytes, resource_version: str | None) -> bytes | None:
+    """`body` with its resourceVersion precondition set to `resource_version` (None: removed); None
+    when it carries none. Preconditions live in `metadata.resourceVersion` (update, merge and apply
+    patches) or in a JSON patch's `test` of `/metadata/resourceVersion`. Bodies that are not JSON
+    (a YAML apply) are never touched."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(doc, dict):
+        meta = doc.get("metadata")
+        if not isinstance(meta, dict) or meta.get("resourceVersion") in (None, ""):
+            return None
+        if resource_version is None:
+            del meta["resourceVersion"]
+        else:
+            meta["resourceVersion"] = resource_version
+        return json.dumps(doc).encode()
+    if isinstance(doc, list):
+        tests = [
+            op
+            for op in doc
+            if isinstance(op, dict)
+            and op.get("op") == "test"
+            and op.get("path") == "/metadata/resourceVersion"
+        ]
+        if not tests:
+            return None
+        if resource_version is None:
+            doc = [op for op in doc if not any(op is t for t in tests)]
+        else:
+            for op in tests:
+                op["value"] = resource_version
+        return json.dumps(doc).encode()
+    return None
+
+
 # -- rules --------------------------------------------------------------------------------------------
 
 
@@ -209,7 +279,7 @@ class Rule:
     action: Action = FORWARD
     verb: str | Iterable[str] | None = None
     resource: str | Iterable[str] | None = None
-    """Plural names ("statefulsets"); "mysqlclusters/status" sets the subresource too."""
+    """Plural names ("statefulsets"); "widgets/status" sets the subresource too."""
     subresource: str | None = None
     namespace: str | None = None
     name: str | None = None
@@ -221,6 +291,10 @@ class Rule:
     """Chance that a match is acted on; a match not acted on is forwarded and does not use up `times`."""
     latency: float = 0.0
     """Seconds to hold the request before the action (a Forward with latency is a slow apiserver)."""
+    hold: threading.Event | None = field(default=None, repr=False)
+    """Hold each request acted on (after `latency`) until this event is set: the test acts while the
+    request is in flight - say, writes the object a held write read - then lets it go. Removing the
+    rule (or `FaultProxy.clear()`) sets it, so nothing stays held past the test."""
     rng: random.Random = field(default_factory=random.Random, repr=False)
     matched: int = field(default=0, init=False)
     """Requests that passed the filters while the rule was active."""
@@ -247,6 +321,9 @@ class Rule:
             raise ValueError(f"Rule: times must be >= 0, got {self.times}")
         if isinstance(self.action, (CutWatch, ExpireWatch)) and self._verbs not in (None, {"watch"}):
             raise ValueError(f"Rule: {type(self.action).__name__} applies to watches only (verb='watch')")
+        if isinstance(self.action, Precondition) and not (self._verbs or set()) <= PRECONDITION_VERBS:
+            verbs = sorted(self._verbs or ())
+            raise ValueError(f"Rule: Precondition applies to update and patch only, got verb={verbs}")
 
     @property
     def active(self) -> bool:
@@ -255,6 +332,8 @@ class Rule:
     def matches(self, info: RequestInfo, client: str = "") -> bool:
         """Whether the filters select `info`; does not count (see `take`)."""
         if isinstance(self.action, (CutWatch, ExpireWatch)) and info.verb != "watch":
+            return False
+        if isinstance(self.action, Precondition) and info.verb not in PRECONDITION_VERBS:
             return False
         return (
             (self._verbs is None or info.verb in self._verbs)
@@ -286,7 +365,8 @@ class Rule:
         }
         where = " ".join(f"{k}={v}" for k, v in filters.items() if v is not None) or "any request"
         delay = f" after {self.latency:g}s" if self.latency else ""
-        return f"{type(self.action).__name__}{delay} on {where}"
+        held = " (held)" if self.hold is not None else ""
+        return f"{type(self.action).__name__}{delay}{held} on {where}"
 
 
 # -- Status bodies ------------------------------------------------------------------------------------

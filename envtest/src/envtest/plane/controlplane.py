@@ -27,7 +27,7 @@ from envtest import binaries, crds
 from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
-from envtest.pki import CertificateAuthority, service_account_key
+from envtest.pki import CertificateAuthority, private_dir, service_account_key, write_private
 from envtest.plane import flags, kwok
 from envtest.plane.ports import free_port
 from envtest.plane.process import ManagedProcess
@@ -83,6 +83,7 @@ class ControlPlane:
         extra_args: Mapping[str, Mapping[str, str | None]] | None = None,
         binary_paths: Mapping[str, Path] | None = None,
         progress: Callable[[str], None] | None = None,
+        cert_valid_days: int = 7,
     ) -> None:
         self.components = parse_components(components)
         self.version = version or binaries.k8s_version()
@@ -93,6 +94,9 @@ class ControlPlane:
         self.stop_grace = stop_grace
         """Seconds between SIGTERM and SIGKILL for each component. A test plane's data is throwaway, and
         kube-apiserver ignores SIGTERM while watches are open (it would use all of a 10 s grace)."""
+        self.cert_valid_days = cert_valid_days
+        """Days the plane's CA and every certificate it issues are valid. A test's plane lives minutes;
+        a kept one (`envtest up`, --envtest-keep) may live for months, so its supervisor asks for more."""
         self.node_capacity = dict(node_capacity or {})
         """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
@@ -131,6 +135,8 @@ class ControlPlane:
     def start(self) -> None:
         began = time.monotonic()
         try:
+            # Keys, kubeconfigs and etcd's data live here: the owner's alone (mkdtemp's are already).
+            private_dir(self.workdir)
             paths = self._resolve_binaries()
             # etcd needs no certificates: it starts while the PKI is written, and kube-apiserver starts
             # beside it (it retries etcd by itself); then both are waited for.
@@ -205,8 +211,8 @@ class ControlPlane:
         return {**found, **self._binary_paths}
 
     def _write_pki(self) -> None:
-        pki = self.workdir / "pki"
-        self.ca = CertificateAuthority.create("envtest-ca")
+        pki = private_dir(self.workdir / "pki")
+        self.ca = CertificateAuthority.create("envtest-ca", valid_days=self.cert_valid_days)
         self.ca.write(pki, "ca")
         self.api_port = free_port()
         self.ca.issue_serving(
@@ -222,8 +228,7 @@ class ControlPlane:
         ).write(pki, "apiserver")
         self.ca.issue_client(ADMIN_USER, MASTERS).write(pki, "admin")
         private, public = service_account_key()
-        (pki / "sa.key").write_bytes(private)
-        (pki / "sa.key").chmod(0o600)
+        write_private(pki / "sa.key", private)  # 0600 from creation, not chmod-ed after the write
         (pki / "sa.pub").write_bytes(public)
         write_kubeconfig(
             self.kubeconfig,

@@ -71,7 +71,7 @@ def stage_config(stages_dir: Path, job_pods: JobPods) -> str:
 NODE_CAPACITY: dict[str, str] = {"cpu": "1k", "memory": "16Ti", "pods": "10k", "ephemeral-storage": "100Ti"}
 """The fake Node's capacity. Nothing runs on it, so it is sized never to run out: with kubelet's usual
 110 pods and 32 CPUs a suite whose namespaces are deleted in the background meets random Pending pods
-(300 MySQL pods at 500m need 150 CPUs). ControlPlane(node_capacity=…) overrides it."""
+(300 pods at 500m need 150 CPUs). ControlPlane(node_capacity=…) overrides it."""
 
 
 def fake_node(name: str = NODE_NAME, capacity: dict[str, str] | None = None) -> dict[str, Any]:

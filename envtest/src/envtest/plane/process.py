@@ -3,7 +3,11 @@
 Three layers make sure no component outlives the test run that started it:
 
 1. ``stop()`` signals the whole process group (SIGTERM, then SIGKILL), so helpers a component forks die
-   with it.
+   with it. The group is signalled only while its leader is our unreaped child: the kernel keeps the
+   leader's pid, and so the group id, from being reused until we reap it; once reaped, the same number
+   may name some new process's group, which a late ``killpg`` would kill. So nothing here reaps the
+   leader (``poll()``/``wait()``) except ``stop()``, after its last signal; status checks use
+   ``waitid(WNOWAIT)``, which looks without reaping.
 2. Every running process is in a module registry that ``atexit`` drains with :func:`stop_all`, so an
    owner that forgets ``stop()`` or ends with an exception still cleans up.
 3. On Linux, ``die_with_parent`` sets ``PR_SET_PDEATHSIG=SIGKILL`` in the child, which covers what atexit
@@ -96,14 +100,14 @@ class ManagedProcess:
     @property
     def running(self) -> bool:
         proc = self._proc
-        return proc is not None and proc.poll() is None
+        return proc is not None and _peek_exit(proc) is None
 
     @property
     def returncode(self) -> int | None:
         """Exit status of the last run (negative: killed by that signal); None while running or unstarted."""
         proc = self._proc
         if proc is not None:
-            return proc.poll()
+            return _peek_exit(proc)
         return self._returncode
 
     def start(self) -> None:
@@ -116,7 +120,7 @@ class ManagedProcess:
         (kube-apiserver retries etcd by itself). Follow with wait_ready()."""
         with self._lock:
             if self._proc is not None:
-                if self._proc.poll() is None:
+                if _peek_exit(self._proc) is None:
                     raise ProcessError(f"{self.name} is already running (pid {self._proc.pid})")
                 self._reap_locked()  # exited on its own since; clean its group up before reusing
             self._spawn_locked()
@@ -152,10 +156,13 @@ class ManagedProcess:
         proc = self._proc
         if proc is None:
             return self._returncode
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        # Not proc.wait(): that would reap the leader, and stop() must still signal its group.
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while (code := _peek_exit(proc)) is None and time.monotonic() < deadline:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, POLL_INTERVAL)
+        return code
 
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the log file (all runs), or a note that there is no log yet."""
@@ -196,7 +203,7 @@ class ManagedProcess:
         if ready is None:
             return  # checking poll() here would race a process that exits at once; be deterministic
         while True:
-            code = proc.poll()
+            code = _peek_exit(proc)
             if code is not None:
                 if self._proc is not proc:
                     raise ProcessError(f"{self.name} was stopped while starting")
@@ -220,20 +227,28 @@ class ManagedProcess:
             time.sleep(min(POLL_INTERVAL, 0.01 + (time.monotonic() - started) / 20))
 
     def _reap_locked(self) -> None:
+        """SIGTERM the group, wait for all of it, SIGKILL what is left, and only then reap the leader.
+
+        Every signal goes out while the leader is unreaped (a zombie at worst), which pins its pid and
+        so the group id to us; after ``proc.wait()`` below returns, this process's group is never
+        signalled again. A leader reaped behind our back (someone else's ``os.wait()``) gets no signal.
+        """
         proc = self._proc
         assert proc is not None
         try:
-            _signal_group(proc.pid, signal.SIGTERM)
+            _signal_group(proc, signal.SIGTERM)
             # Wait for the whole group, not just the leader: a helper that outlives its parent would
-            # otherwise keep a port or a data directory busy for the next start.
+            # otherwise keep a port or a data directory busy for the next start. The unreaped leader
+            # keeps the group's id ours meanwhile.
             deadline = time.monotonic() + self.stop_timeout
             delay = 0.005  # most components exit within milliseconds of SIGTERM; don't pay 100 ms each
-            while time.monotonic() < deadline and (proc.poll() is None or _group_alive(proc.pid)):
+            while time.monotonic() < deadline and (_peek_exit(proc) is None or _group_alive(proc)):
                 time.sleep(delay)
                 delay = min(delay * 2, POLL_INTERVAL)
-            _signal_group(proc.pid, signal.SIGKILL)
+            # Whatever is still in the group; harmless when only the zombie leader is left.
+            _signal_group(proc, signal.SIGKILL)
             try:
-                proc.wait(KILL_TIMEOUT)
+                proc.wait(KILL_TIMEOUT)  # the reap: from here on the group id is no longer ours
             except subprocess.TimeoutExpired as exc:
                 raise StopError(
                     f"{self.name} (pid {proc.pid}) survived SIGKILL for {KILL_TIMEOUT:.0f}s; "
@@ -363,34 +378,75 @@ def _pdeathsig_preexec() -> Callable[[], None] | None:
     return preexec
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def _peek_exit(proc: subprocess.Popen[bytes]) -> int | None:
+    """The leader's exit status (negative: the signal that killed it), None while it runs; never reaps.
+
+    ``Popen.poll()`` would reap, after which the group id may be reused; ``waitid(WNOWAIT)`` reports
+    the exit and leaves the zombie (and so the pid) to ``stop()``.
+    """
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return proc.poll()  # reaped behind our back (another os.wait()); Popen records it as such
+    if info is None:
+        return None
+    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        return -info.si_status
+    return info.si_status
+
+
+def _leader_unreaped(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether ``proc`` is still our child, running or a zombie: then its pid, and the group id it
+    leads, cannot have been handed to another process."""
+    if proc.returncode is not None:
+        return False
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    if not _leader_unreaped(proc):
+        return  # the group id may already name someone else's group
     with contextlib.suppress(ProcessLookupError):  # the group is already empty
-        os.killpg(pgid, sig)
+        os.killpg(proc.pid, sig)
 
 
-def _group_alive(pgid: int) -> bool:
+def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the group still has a live member (the leader's zombie does not count)."""
+    if not _leader_unreaped(proc):
+        return False  # nothing of it that we may look for by its id any more
+    pgid = proc.pid
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # a member changed uid (setuid helper); it exists, we just may not signal it
-    # kill() succeeds on zombies too, and an orphaned zombie lingers until its new parent reaps it,
-    # which in containers whose init does not reap promptly can take seconds; only live members count.
-    return _live_member(pgid) if sys.platform.startswith("linux") else True
+    # kill() succeeds on zombies too (our unreaped leader is one once it exits), and an orphaned
+    # zombie lingers until its new parent reaps it, which in containers whose init does not reap
+    # promptly can take seconds; only live members count. Without /proc the leader is all we see.
+    if sys.platform.startswith("linux"):
+        return _live_member(pgid)
+    return _peek_exit(proc) is None
 
 
 def _live_member(pgid: int) -> bool:
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()  # comm may contain spaces and parens
-        except OSError:
-            continue  # exited while we looked
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
+    with os.scandir("/proc") as entries:  # closed on the early return too
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()  # comm may contain spaces and parens
+            except OSError:
+                continue  # exited while we looked
+            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                return True
     return False
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import FrameType
 
 from envtest.plane.controlplane import ControlPlane
+from envtest.plane.expiry import KEPT_CERT_VALID_DAYS
 from envtest.plane.supervisor import (
     STATE_FILE,
     AlreadySupervised,
@@ -59,7 +60,12 @@ def _start_conversion(args: argparse.Namespace) -> tuple[ConversionServer, str, 
     # The caller's import path, so `pkg.module` resolves here as it did in pytest (rootdir, src/, …).
     sys.path[:0] = [p for p in args.python_path if p not in sys.path]
     factory = load_factory(args.conversion_webhook)
-    server, url, ca = start_endpoint(factory, args.state_dir / "conversion-certs", path=args.conversion_path)
+    server, url, ca = start_endpoint(
+        factory,
+        args.state_dir / "conversion-certs",
+        path=args.conversion_path,
+        valid_days=KEPT_CERT_VALID_DAYS,  # the apiserver calls it for as long as the plane lives
+    )
     print(f"conversion webhook {args.conversion_webhook} serving at {url}", flush=True)
     try:
         crd_dir = write_crds(args.crd, url, ca, args.state_dir / "conversion-crds") if args.crd else None
@@ -103,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             job_pods=args.job_pods,
             workdir=args.state_dir / "plane",
             progress=lambda m: print(m, flush=True),
+            # A supervised plane may be kept for months; reuse refuses it a day before this ends.
+            cert_valid_days=KEPT_CERT_VALID_DAYS,
         )
         plane.start()
     except BaseException as exc:

@@ -18,6 +18,7 @@ the state, so it never signals a process that is not the supervisor.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import json
 import os
@@ -32,6 +33,8 @@ from typing import IO, Protocol, TypeVar
 
 from envtest import commands
 from envtest.errors import EnvtestError, ProcessError, StartTimeout, UsageProblem
+from envtest.pki import private_dir
+from envtest.plane import expiry
 
 STATE_FILE = "state.json"
 LOCK_FILE = "supervisor.lock"
@@ -122,7 +125,7 @@ def hold_lock(state_dir: Path, *, timeout: float = 5.0) -> IO[bytes]:
     from another supervisor (which holds it for good): that one makes us raise AlreadySupervised.
     The descriptor is not inherited (PEP 446), so the plane's processes never keep the lock alive.
     """
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)
     fh = open(state_dir / LOCK_FILE, "ab")  # noqa: SIM115 - held open for the process's life
     deadline = time.monotonic() + timeout
     while True:
@@ -229,9 +232,11 @@ def check_reusable(
     components: Sequence[str],
     job_pods: str,
     conversion: str | None = None,
+    now: dt.datetime | None = None,
 ) -> None:
     """Raise UsageProblem naming every differing setting and the command that stops the plane: a
-    plane silently reused with other settings would make tests pass or fail for the wrong reason."""
+    plane silently reused with other settings would make tests pass or fail for the wrong reason.
+    So is one whose certificates have expired or end within a day (`certificate_problem`)."""
     found = differences(
         state, version=version, components=components, job_pods=job_pods, conversion=conversion
     )
@@ -240,6 +245,20 @@ def check_reusable(
             f"control plane {state.name!r} is already running with other settings ({'; '.join(found)}); "
             f"stop it with `{commands.down(state.name)}` or ask for the same settings"
         )
+    problem = certificate_problem(state, now=now)
+    if problem:
+        raise UsageProblem(problem)
+
+
+def certificate_problem(state: PlaneState, *, now: dt.datetime | None = None) -> str | None:
+    """Why the plane of `state` must not be handed out (its certificates end within
+    `expiry.RENEW_MARGIN` of `now`, default the current time), or None when they are good."""
+    now = now or dt.datetime.now(dt.UTC)
+    extra = {"conversion webhook CA": state.conversion_ca.encode()} if state.conversion_ca else {}
+    found = expiry.expiring(Path(state.workdir), now=now, extra=extra)
+    if not found:
+        return None
+    return expiry.describe(state.name, found, now=now, replace=commands.down(state.name))
 
 
 # -- start and stop -------------------------------------------------------------------------------
@@ -309,7 +328,7 @@ def launch(
     """Start a supervisor for a new plane and wait until it reports ready. Resolve the binaries first
     (callers do, with progress the user sees): otherwise `timeout` must cover a first-time build,
     whose progress would only reach `<state_dir>/supervisor.log`."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)  # the plane's keys, kubeconfigs and etcd data live under it
     (state_dir / STATE_FILE).unlink(missing_ok=True)
     argv = supervise_argv(
         state_dir,

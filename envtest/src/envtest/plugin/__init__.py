@@ -5,7 +5,12 @@ it is not used: a project that configured nothing (no `envtest_*` ini key, no `-
 gets no report header, no version check, no heavy import and no short fixture names — only the
 prefixed fixtures (`envtest_cluster`, `envtest_namespace`, `envtest_operator`, …; see `fixtures`),
 which start nothing until a test asks for one. A configured project also gets the short names
-(`cluster`, `namespace`, `operator`, …; see `aliases`); ini `envtest_short_fixtures` overrides that.
+(`cluster`, `namespace`, `operator`, …; see `aliases`).
+
+Layers, top first (each module imports only modules below it; `tests/unit/test_plugin_layers.py`):
+this module (the hooks) → `aliases`, `webhook_fixtures` → `fixtures` → `session` (the run's state,
+the root every fixture reaches through) → `context` (one test) → `settings`, `runner`, `releases`,
+`sweep` → `endpoint`, `rbac`, `artifacts`, `cleanup`, `state` (leaves).
 
 Under xdist one local control plane serves every worker: the first worker to need it starts it
 under a FileLock beside the run's base temp dir, detached; only the xdist controller stops it.
@@ -30,7 +35,7 @@ from envtest.plugin.fixtures import (
     envtest_operator_factory,
     envtest_private_cluster,
 )
-from envtest.plugin.state import CTX_KEY, SESSION_KEY, SHARED_DIR, new_session
+from envtest.plugin.state import CTX_KEY, SESSION_KEY, SHARED_DIR
 
 __all__ = [
     "CTX_KEY",
@@ -62,14 +67,15 @@ def pytest_configure(config: pytest.Config) -> None:
     from envtest.plugin import webhook_fixtures  # pytest-only at import: `pytest --help` stays fast
 
     config.pluginmanager.register(webhook_fixtures, webhook_fixtures.PLUGIN_NAME)
-    from envtest.plugin import ahead  # light: pytest and the state keys
-
-    config.pluginmanager.register(ahead, ahead.PLUGIN_NAME)
-    configured = settings.configured(config)
-    if configured:
+    if settings.configured(config):
+        try:
+            settings.check_unknown(config)
+        except settings.UsageProblem as exc:
+            raise pytest.UsageError(str(exc)) from None
         # Resolved now, so a bad value or a missing file stops the run before any test does.
+        from envtest.plugin.session import new_session  # heavy: only in configured projects
+
         config.stash[SESSION_KEY] = new_session(config)
-    if settings.short_fixtures(config, configured):
         from envtest.plugin import aliases
 
         config.pluginmanager.register(aliases, aliases.PLUGIN_NAME)
@@ -104,6 +110,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             from envtest.plugin.session import stop_shared_plane
 
             stop_shared_plane(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: a worker ended; what it could not report itself is reported here."""
+    config = node.config
+    if SESSION_KEY in config.stash:
+        config.stash[SESSION_KEY].worker_finished(getattr(node, "workeroutput", None) or {})
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

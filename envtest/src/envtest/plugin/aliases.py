@@ -1,7 +1,7 @@
 """Short fixture names — `cluster`, `kube`, `k8s`, `namespace`, `operator`, `faults`, `private_cluster`.
 
 Registered by `pytest_configure` only for a project that configured the plugin (an `envtest_*` ini
-key or an `--envtest-*` option) or set `envtest_short_fixtures = true`: these names are generic, and
+key or an `--envtest-*` option): these names are generic, and
 a plugin that defines them in every project of a virtualenv would answer for fixtures it was never
 asked for. A project's own fixture of the same name still wins (conftest beats plugins).
 """

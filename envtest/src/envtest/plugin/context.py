@@ -14,29 +14,27 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envtest import objects
 from envtest.errors import EnvtestError, FinalizerStuck
-from envtest.plugin import artifacts, rbac, watches
+from envtest.plugin import artifacts, cleanup, rbac
 
 if TYPE_CHECKING:
+    import pytest
+
     from envtest.clusters import Cluster
     from envtest.faults import FaultProxy
+    from envtest.plugin.releases import Releases
     from envtest.plugin.runner import OperatorRunner
-    from envtest.plugin.session import ClusterSession
-    from envtest.transport import Transport
+    from envtest.plugin.settings import Settings
 
 OPERATOR_SERVICE_ACCOUNT = "envtest-operator"
 TEARDOWN_WAIT = 60.0
 """Seconds teardown waits for the operator to process the finalizers of the test's resources."""
 
-WARM_CONNECTIONS = 6
-"""Connections opened ahead for the next operator start: the reference operator lists five kinds."""
-PREPARE_WAIT = 60.0
-"""Seconds a test waits for the namespace made ahead for it before it makes its own."""
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -45,10 +43,30 @@ _SHARED_ROLES: weakref.WeakKeyDictionary[Cluster, set[str]] = weakref.WeakKeyDic
 """Per cluster, the shared ClusterRoles this process has applied there (see `operator_kubeconfig`)."""
 
 
+class SessionView(Protocol):
+    """What a test's context needs of the run's session (`envtest.plugin.session.ClusterSession`).
+    A protocol, so that this module sits below the session in the plugin's layers (no import cycle)."""
+
+    config: pytest.Config
+    settings: Settings
+    releases: Releases
+    run_id: str
+    worker: str
+    cr_paths: list[str]
+    operator_roles: list[dict[str, Any]]
+
+    @property
+    def labels(self) -> dict[str, str]: ...
+
+    def operator_clusterrole(self) -> str | None: ...
+
+    def cluster_scoped_rules(self, cluster: Cluster, clusterrole: str) -> list[dict[str, Any]]: ...
+
+
 class TestContext:
     __test__ = False  # not a test class, whatever pytest's collection rules think of the name
 
-    def __init__(self, session: ClusterSession, nodeid: str) -> None:
+    def __init__(self, session: SessionView, nodeid: str) -> None:
         self.session = session
         self.nodeid = nodeid
         self.namespaces: list[str] = []
@@ -60,15 +78,12 @@ class TestContext:
         self.artifacts: Path | None = None
         self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
         self._grants: dict[str, set[str]] = {}  # namespace → URLs of cluster-scoped grants made for it
-        self._swept: dict[str, watches.ViewRV] = {}  # namespace → views of its last custom-resource sweep
-        self._prepared: tuple[Cluster, Future[tuple[str, Path | None]]] | None = None
-        self._identities: dict[str, Path] = {}  # namespace → operator kubeconfig made ahead for it
 
     # -- namespaces -----------------------------------------------------------------------------------
 
     def create_namespace(self, cluster: Cluster) -> str:
         began = time.monotonic()
-        name = self._claim_prepared(cluster) or self._make_namespace(cluster)
+        name = self._make_namespace(cluster)
         _timing("namespace_create", began, self.nodeid)
         return name
 
@@ -86,85 +101,10 @@ class TestContext:
             self._wait_default_service_account(cluster, name)
         return name
 
-    # -- made ahead, while the previous test ran (see `envtest.plugin.ahead`) -------------------------
-
-    def prepare(self, cluster: Cluster, *, identity: bool) -> None:
-        """Start making this test's namespace (and its operator identity) in the background."""
-        self._prepared = (cluster, self.session.ahead().submit(self._prepare, cluster, identity))
-
-    def _prepare(self, cluster: Cluster, identity: bool) -> tuple[str, Path | None]:
-        began, made = time.monotonic(), len(self.namespaces)
-        try:
-            name = self._make_namespace(cluster)
-            kubeconfig = self.operator_kubeconfig(cluster, name) if identity else None
-            if kubeconfig is not None:
-                self._warm(cluster, kubeconfig)
-        except BaseException:
-            for left in self.namespaces[made:]:  # created, then something after it failed
-                self._forget(cluster, left)
-            raise
-        _timing("prepared_ahead", began, self.nodeid)  # not waited for by any test
-        return name, kubeconfig
-
-    @staticmethod
-    def _warm(cluster: Cluster, kubeconfig: Path) -> None:
-        # Connections for the operator's first lists, opened now rather than while its start waits.
-        from envtest.plugin.runner import api_factory_for
-
-        client = api_factory_for(kubeconfig, transport=cluster.transport)()
-        cluster.transport.warm(client.session, f"{cluster.server}/version", WARM_CONNECTIONS)
-        client.session.close()  # its connections stay: the pools are the transport's
-
-    def _claim_prepared(self, cluster: Cluster) -> str | None:
-        """The namespace made ahead for this test, once it is ready; None (and the test makes its
-        own) if there is none for `cluster` or making it failed."""
-        if self._prepared is None or self._prepared[0] is not cluster:
-            return None
-        _, future = self._prepared
-        self._prepared = None
-        try:
-            name, kubeconfig = future.result(timeout=PREPARE_WAIT)
-        except Exception as exc:  # the test makes its own
-            log.debug("%s: the namespace made ahead is not usable: %s", self.nodeid, exc)
-            self._release_prepared(cluster, future)  # a prepare still running may finish later
-            return None
-        if kubeconfig is not None:
-            self._identities[name] = kubeconfig
-        return name
-
-    def release_unclaimed(self) -> None:
-        """After the test: what was made ahead and never used (the test was skipped, failed in an
-        earlier fixture, or the run stopped) goes the way of any test namespace."""
-        if self._prepared is None:
-            return
-        cluster, future = self._prepared
-        self._prepared = None
-        self._release_prepared(cluster, future)
-
-    def _release_prepared(self, cluster: Cluster, future: Future[tuple[str, Path | None]]) -> None:
-        def release() -> None:
-            try:
-                name, _ = future.result()  # bounded by the prepare's own request timeouts
-            except Exception:  # nothing left: a failed prepare released what it made
-                return
-            self._forget(cluster, name)
-
-        self.session.releases.submit(f"made ahead for {self.nodeid}", release)
-
-    def _forget(self, cluster: Cluster, name: str) -> None:
-        self.namespaces.remove(name)
-        self._clusters.pop(name, None)
-        self._identities.pop(name, None)
-        self._release(cluster, name)
-
     def _wait_default_service_account(self, cluster: Cluster, name: str, timeout: float = 30.0) -> None:
-        # Pods are rejected until the serviceaccount controller has made `default`. Usually it has
-        # by now (one read); else a watch returns the moment it does, where a poll added half its
-        # interval.
-        url = f"{cluster.server}/api/v1/namespaces/{name}/serviceaccounts"
-        if cluster.session.get(f"{url}/default", timeout=10).status_code == 200:
-            return
-        if not watches.wait_for_object(cluster.session, url, "default", timeout):
+        # Pods are rejected until the serviceaccount controller has made `default`.
+        url = f"{cluster.server}/api/v1/namespaces/{name}/serviceaccounts/default"
+        if not cleanup.wait_for_object(cluster.session, url, timeout):
             raise EnvtestError(f"namespace {name}: default ServiceAccount missing after {timeout:.0f}s")
 
     def release_namespace(self, cluster: Cluster, name: str) -> None:
@@ -175,7 +115,7 @@ class TestContext:
         if cluster is self.private:
             self._release(cluster, name)
         else:
-            self.session.releases.submit(name, functools.partial(self._release, cluster, name))
+            self.session.releases.submit(self.nodeid, name, functools.partial(self._release, cluster, name))
         _timing("namespace_delete", began, self.nodeid)
 
     def _release(self, cluster: Cluster, name: str) -> None:
@@ -202,14 +142,11 @@ class TestContext:
         _timing("namespace_release", began, self.nodeid)  # not waited for by the test
 
     def _release_custom_resources(self, cluster: Cluster, name: str) -> None:
-        # Whatever the operator fixture did not delete: nobody processes finalizers any more. After
-        # that fixture's sweep, a view no older than its own is enough (and served at once). Done
+        # Whatever the operator fixture did not delete: nobody processes finalizers any more. Done
         # alongside the namespace's deletion: deleting and unblocking objects of a terminating
         # namespace is allowed, and it ends the same way, with nothing left.
-        swept = watches.delete_custom_resources(
-            cluster.session, cluster.server, name, self.session.cr_paths, seen=self._swept.pop(name, None)
-        )
-        watches.strip_finalizers(cluster.session, cluster.server, name, swept.remaining)
+        swept = cleanup.delete_custom_resources(cluster.session, cluster.server, name, self.session.cr_paths)
+        cleanup.strip_finalizers(cluster.session, cluster.server, name, swept.remaining)
 
     # -- the operator ---------------------------------------------------------------------------------
 
@@ -219,20 +156,19 @@ class TestContext:
         from envtest.plugin.runner import OperatorRunner, api_factory_for
 
         began = time.monotonic()
-        kubeconfig = self._identities.pop(namespace, None) or self.operator_kubeconfig(cluster, namespace)
+        kubeconfig = self.operator_kubeconfig(cluster, namespace)
         _timing("operator_identity", began, self.nodeid)  # a part of operator_start, for benchmarks
-        transport: Transport | None = cluster.transport
         if self.faults is not None and self.faults.fronts(cluster):
             # `name` labels this instance in the proxy's counters, rules and kill switch.
             proxied = self.log_dir() / f"{namespace}-{name}.proxy.kubeconfig"
             kubeconfig = self.faults.kubeconfig_for(kubeconfig, proxied, client=name)
-            transport = None  # the proxy's own connections are what its faults act on
         log_path = self.log_dir() / f"{name}-{len(self.operator_logs)}.log"
         self.operator_logs.append(log_path)
         runner = OperatorRunner(
             factory,
-            api_factory_for(kubeconfig, transport=transport),
+            api_factory_for(kubeconfig),
             namespace=namespace,
+            kubeconfig=kubeconfig,
             log_path=log_path,
             loggers=self.session.settings.operator_loggers or None,
         )
@@ -325,14 +261,13 @@ class TestContext:
             self.faults.clear()  # the faults belong to the test body, not to the cleanup of its CRs
         try:
             if runner.namespace and not runner.errors:
-                swept = watches.delete_custom_resources(
+                swept = cleanup.delete_custom_resources(
                     cluster.session,
                     cluster.server,
                     runner.namespace,
                     self.session.cr_paths,
                     wait=TEARDOWN_WAIT,
                 )
-                self._swept[runner.namespace] = swept.seen
                 left = swept.left
                 if left:
                     # A warning, so suites choose: `filterwarnings = error::envtest.errors.FinalizerStuck`

@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from envtest.errors import ConfigError
-from envtest.plugin.webhook_fixtures import HOST_ENV, HOST_INI, KIND_NETWORK
 
 if TYPE_CHECKING:  # light at import: settings checks the host before anything heavy is needed
     from envtest.webhooks.detached import EndpointState
 
+HOST_INI = "envtest_webhook_host"
+HOST_ENV = "ENVTEST_WEBHOOK_HOST"
+KIND_NETWORK = "kind"
 STATE_DIR = "envtest-conversion"
 """Beside the run's base temp dir: the state of the xdist run's detached conversion endpoint."""
 START_TIMEOUT = 60.0

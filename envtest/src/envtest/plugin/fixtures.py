@@ -12,19 +12,26 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from envtest.plugin.state import CTX_KEY, cluster_session
+from envtest.plugin.state import CTX_KEY
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
     from envtest.faults import FaultProxy
     from envtest.plugin.context import TestContext
     from envtest.plugin.runner import OperatorRunner
+    from envtest.plugin.session import ClusterSession
+
+
+def _session(config: pytest.Config) -> ClusterSession:
+    from envtest.plugin.session import cluster_session  # heavy: deferred until a test asks
+
+    return cluster_session(config)
 
 
 @pytest.fixture(scope="session")
 def envtest_cluster(request: pytest.FixtureRequest) -> Cluster:
     """The session's cluster (local control plane, kind, or existing), started on first use."""
-    return cluster_session(request.config).cluster()
+    return _session(request.config).cluster()
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +53,7 @@ def envtest_context(request: pytest.FixtureRequest) -> TestContext:
 
     ctx = request.node.stash.get(CTX_KEY, None)
     if ctx is None:
-        ctx = TestContext(cluster_session(request.config), request.node.nodeid)
+        ctx = TestContext(_session(request.config), request.node.nodeid)
         request.node.stash[CTX_KEY] = ctx
     return ctx
 
@@ -63,7 +70,7 @@ def envtest_namespace(envtest_context: TestContext, envtest_cluster: Cluster) ->
 def envtest_operator_factory(request: pytest.FixtureRequest) -> Any:
     """The operator under test: ini `envtest_operator = package.module:factory`, or override this
     fixture. Called as `factory(api_factory, namespace=…)`; returns an object with start/stop/errors."""
-    factory = cluster_session(request.config).settings.operator_factory()
+    factory = _session(request.config).settings.operator_factory()
     if factory is None:
         pytest.fail(
             "no operator configured: set `envtest_operator = pkg.module:factory` in the pytest ini "
@@ -98,7 +105,7 @@ def envtest_private_cluster(
 ) -> Iterator[Cluster]:
     """A local control plane for this test alone (restart it, break it: nobody else is disturbed)."""
     marker = request.node.get_closest_marker("envtest_private")
-    cluster = cluster_session(request.config).private_cluster(**(marker.kwargs if marker else {}))
+    cluster = _session(request.config).private_cluster(**(marker.kwargs if marker else {}))
     envtest_context.extra_log_paths.update(cluster.log_paths)
     envtest_context.private = cluster
     try:

@@ -4,22 +4,24 @@ An operator is anything a factory builds that has `start()`, `stop(timeout)` and
 reference operator's Manager does. A blocking `run(stop_event)` function fits through
 `ThreadOperator`. Reconcile errors are the operator's business (it retries); an exception that
 escapes the operator's own threads lands in `errors` and fails the test that owns it.
+
+A factory gets what it names (see `FACTORY_KEYWORDS`): an operator on kopf, the official client or
+pykube-ng takes its identity or a ready client instead of digging them out of `api_factory`
+(`envtest.adapters` builds on this).
 """
 
 from __future__ import annotations
 
-import base64
 import copy
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from envtest.errors import OperatorFailed
-
-if TYPE_CHECKING:
-    from envtest.transport import Transport
+from envtest.errors import ConfigError, OperatorFailed
 
 
 class OperatorLike(Protocol):
@@ -31,17 +33,24 @@ class OperatorLike(Protocol):
 
 ApiFactory = Callable[[], Any]
 OperatorFactory = Callable[..., OperatorLike]
-"""Called as `factory(api_factory, namespace=…)`; returns an unstarted operator."""
+"""Called as `factory(api_factory, **what_it_names)` (see `FACTORY_KEYWORDS`); returns an unstarted
+operator."""
+
+FACTORY_KEYWORDS = ("namespace", "kubeconfig", "kube", "k8s")
+"""What a factory receives by naming a parameter (a `**kwargs` takes them all), after `api_factory`
+in its first positional place:
+- `namespace`: the test's namespace, the operator's scope (None: cluster-wide);
+- `kubeconfig`: Path of the operator's identity (a ServiceAccount token; through the fault proxy when
+  the test has one) — what any client library or framework can log in with;
+- `kube`: a pykube-ng HTTPClient from it; `k8s`: a `kubernetes.client.ApiClient` from it. Either is
+  built only for a factory that names it, and closed after the operator stopped."""
 
 
-def api_factory_for(
-    kubeconfig: Path, *, timeout: float = 30.0, transport: Transport | None = None
-) -> ApiFactory:
-    """New pykube-ng clients (each with its own session) for `kubeconfig`, as
+def api_factory_for(kubeconfig: Path, *, timeout: float = 30.0) -> ApiFactory:
+    """New pykube-ng clients (each with its own session and connections) for `kubeconfig`, as
     `Cluster.new_pykube_from` makes them, from one reading of the file: an operator asks for one per
     informer and more, and pykube-ng's own loader re-parses the YAML for each (most of the CPU an
-    operator start costs). With `transport`, their sessions share its connections (see
-    `envtest.transport`)."""
+    operator start costs)."""
     import pykube
     import yaml
 
@@ -49,26 +58,73 @@ def api_factory_for(
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: 10x faster
     doc = yaml.load(kubeconfig.read_text(), Loader=loader)
-    if transport is not None:
-        _share_ca_file(doc, transport)
 
     def new_client() -> Any:
         config = pykube.KubeConfig(copy.deepcopy(doc))  # pykube-ng may rewrite parts of its doc
         config.filepath = kubeconfig  # what relative certificate paths resolve against
         client = Cluster.pykube_client(config, timeout=timeout)
-        return transport.attach_client(client) if transport is not None else client
+        return client
 
     return new_client
 
 
-def _share_ca_file(doc: dict[str, Any], transport: Transport) -> None:
-    """Inline CA data → the transport's one file for it: the file's path is part of the pool key."""
-    for entry in doc.get("clusters") or []:
-        cluster = entry.get("cluster") or {}
-        data = cluster.get("certificate-authority-data")
-        if data:
-            cluster["certificate-authority"] = str(transport.ca_file(base64.b64decode(data)))
-            del cluster["certificate-authority-data"]
+def k8s_client_for(kubeconfig: Path) -> Any:
+    """A `kubernetes.client.ApiClient` for `kubeconfig`, as `Cluster.k8s` makes one: its own
+    Configuration (the client's global default is left alone: it may hold the admin), no proxy for a
+    loopback server."""
+    from kubernetes import client, config
+
+    from envtest.loopback import no_proxy_for_loopback_config
+
+    configuration = client.Configuration()
+    config.load_kube_config(str(kubeconfig), client_configuration=configuration)
+    no_proxy_for_loopback_config(configuration)
+    return client.ApiClient(configuration)
+
+
+@dataclass(frozen=True)
+class FactoryCall:
+    """How the runner calls one factory, read once from its signature."""
+
+    api_factory: bool
+    """Whether `api_factory` goes in: its first positional parameter (any name) or `*args` takes it."""
+    keywords: tuple[str, ...]
+    """The `FACTORY_KEYWORDS` it names (all of them for `**kwargs`), in that order."""
+
+
+def factory_call(factory: Callable[..., Any]) -> FactoryCall:
+    """Read `factory`'s signature. A callable whose signature cannot be read (some builtins) is
+    called the way every factory was before the other keywords existed: `(api_factory, namespace=…)`.
+    A required parameter the harness cannot fill is a ConfigError naming it, before anything starts."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return FactoryCall(api_factory=True, keywords=("namespace",))
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_api = bool(positional) or any(p.kind is p.VAR_POSITIONAL for p in params)
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        named = set(FACTORY_KEYWORDS)
+    else:
+        named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if positional:
+            named.discard(positional[0].name)  # that one is api_factory's, whatever its name
+    call = FactoryCall(takes_api, tuple(k for k in FACTORY_KEYWORDS if k in named))
+    try:
+        signature.bind(*([None] if call.api_factory else []), **dict.fromkeys(call.keywords))
+    except TypeError as exc:
+        raise ConfigError(
+            f"operator factory {describe(factory)}: {exc}; the harness passes api_factory as the "
+            f"first positional argument and {', '.join(FACTORY_KEYWORDS)} by name, each only to a "
+            "parameter of that name"
+        ) from None
+    return call
+
+
+def describe(factory: Callable[..., Any]) -> str:
+    """`package.module:name` of a factory, for messages."""
+    name = getattr(factory, "__qualname__", None) or type(factory).__qualname__
+    return f"{getattr(factory, '__module__', None) or '?'}:{name}"
 
 
 class ThreadOperator:
@@ -121,10 +177,15 @@ class OperatorRunner:
         api_factory: ApiFactory,
         *,
         namespace: str | None,
+        kubeconfig: Path | None = None,
         log_path: Path | None = None,
         loggers: Sequence[str] | None = None,
     ) -> None:
         self.factory, self.api_factory, self.namespace = factory, api_factory, namespace
+        self.kubeconfig = kubeconfig
+        """The operator's identity, which `api_factory`'s clients use too (see `FACTORY_KEYWORDS`)."""
+        self._call = factory_call(factory)
+        self._closers: list[Callable[[], object]] = []  # the clients built for the factory
         self.log_path = log_path
         # logger name → level it is lowered to (if above) while the operator runs; handler on each.
         if loggers is None:
@@ -140,8 +201,8 @@ class OperatorRunner:
 
     def start(self) -> OperatorLike:
         self._attach_log()
-        self.operator = self.factory(self.api_factory, namespace=self.namespace)
         try:
+            self.operator = self._build()
             self.operator.start()
         except BaseException:
             self.stop()
@@ -153,7 +214,41 @@ class OperatorRunner:
             if self.operator is not None:
                 self.operator.stop(timeout)
         finally:
-            self._detach_log()
+            try:
+                while self._closers:  # after the operator: it may use them until it has stopped
+                    self._closers.pop()()
+            finally:
+                self._detach_log()
+
+    def _build(self) -> OperatorLike:
+        args = (self.api_factory,) if self._call.api_factory else ()
+        operator = self.factory(*args, **{name: self._argument(name) for name in self._call.keywords})
+        missing = [a for a in ("start", "stop", "errors") if not hasattr(operator, a)]
+        if missing:
+            raise ConfigError(
+                f"operator factory {describe(self.factory)} returned {type(operator).__qualname__}, "
+                f"which lacks {', '.join(missing)}: an operator has start(), stop(timeout) and errors "
+                "(wrap a blocking run(stop_event) in ThreadOperator or envtest.adapters.threads)"
+            )
+        return operator  # type: ignore[no-any-return]
+
+    def _argument(self, name: str) -> Any:
+        if name == "namespace":
+            return self.namespace
+        if name == "kubeconfig":
+            return self.kubeconfig
+        if name == "kube":
+            kube = self.api_factory()
+            self._closers.append(kube.session.close)
+            return kube
+        if self.kubeconfig is None:
+            raise ConfigError(
+                f"operator factory {describe(self.factory)} asks for `{name}`, which is built from the "
+                "operator's kubeconfig: pass kubeconfig= to OperatorRunner"
+            )
+        k8s = k8s_client_for(self.kubeconfig)
+        self._closers.append(k8s.close)
+        return k8s
 
     @property
     def errors(self) -> list[BaseException]:

@@ -7,26 +7,23 @@ import os
 import shlex
 import sys
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from filelock import FileLock, Timeout
 
-from envtest import binaries, commands, crds, objects
+from envtest import binaries, commands, crds, objects, runs
 from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
-from envtest.errors import ConfigError, UsageProblem
+from envtest.errors import ConfigError, CRDError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
 from envtest.plugin import endpoint, rbac, sweep
+from envtest.plugin import settings as settings_mod
 from envtest.plugin.releases import Releases
 from envtest.plugin.settings import Settings
-from envtest.plugin.state import SHARED_DIR
+from envtest.plugin.state import SESSION_KEY, SHARED_DIR
 from envtest.webhooks import conversion
-
-if TYPE_CHECKING:
-    from envtest.plugin.context import TestContext
 
 DETACHED_START_TIMEOUT = 300.0
 """Seconds for a detached plane to report ready once its binaries are installed (≈ 5 s normally;
@@ -34,15 +31,20 @@ generous for a loaded 2-core CI machine). A first-time build happens before, wit
 KIND_CREATED = "envtest-kind-created"
 """Written by the xdist worker that created the kind cluster (it holds the kind path used)."""
 RUN_LABEL = sweep.RUN_LABEL
+RELEASE_FAILURES = "envtest_release_failures"
+"""Key of `config.workeroutput` under which an xdist worker hands its failed releases to the controller."""
 
 
 def run_id(config: pytest.Config) -> str:
-    """One id for the whole run, the same in every xdist worker (labels what the run creates)."""
+    """One id for the whole run, the same in every xdist worker (labels what the run creates):
+    ENVTEST_RUN_ID (inherited by the workers) when set, else xdist's run id, else a random one."""
+    if os.environ.get("ENVTEST_RUN_ID"):
+        return os.environ["ENVTEST_RUN_ID"]
     workerinput = getattr(config, "workerinput", None)
     if workerinput and "testrunuid" in workerinput:
         return str(workerinput["testrunuid"])[:12]
     if not hasattr(config, "_envtest_run_id"):
-        config._envtest_run_id = os.environ.get("ENVTEST_RUN_ID", uuid.uuid4().hex[:12])  # type: ignore[attr-defined]
+        config._envtest_run_id = uuid.uuid4().hex[:12]  # type: ignore[attr-defined]
     return str(config._envtest_run_id)  # type: ignore[attr-defined]
 
 
@@ -84,12 +86,12 @@ class ClusterSession:
         self.operator_roles = [doc for _, doc in roles]
         """Roles of the operator, created and bound in each test namespace (not at session start)."""
         self._cluster_rules: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self.releases = Releases(deferred=settings.prepare_next)
+        self.releases = Releases()
         """Test namespaces being released after their tests (drained by `finish`)."""
         self._release_failures: list[str] = []
-        self._ahead: ThreadPoolExecutor | None = None
-        self.prepared: list[TestContext] = []
-        """Contexts of tests whose namespace was made ahead (see `envtest.plugin.ahead`)."""
+        self._record: runs.RunRecord | None = None
+        """This process's run record on a persistent cluster (`envtest.runs`), renewed until finish."""
+        """Failed namespace releases (this process's, and on the xdist controller its workers')."""
         self._conversion: tuple[conversion.ConversionServer, str, bytes] | None = None
         """This process's own conversion server (in-process planes, private planes, kind/existing with
         ``-n 0``): server, URL, CA; stopped last in `finish()`."""
@@ -128,11 +130,14 @@ class ClusterSession:
             path = s.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
             cluster: Cluster = ExistingCluster(path, context=s.context)
         elif s.backend == "kind":
+            from envtest import kind
+
+            # The project's own kind config at its rootdir, else the one shipped in the package.
             config_file = self.config.rootpath / "kind-config.yaml"
             with lock:  # one worker creates it; the others find it
                 cluster = KindCluster(
                     name=s.cluster_name,
-                    config_file=config_file if config_file.exists() else None,
+                    config_file=config_file if config_file.exists() else kind.DEFAULT_CONFIG,
                     delete_on_close=not (s.keep or self.is_xdist_worker),
                     kind_path=s.kind_bin,
                     image=s.kind_image,
@@ -158,7 +163,24 @@ class ClusterSession:
             cluster = LocalCluster.from_plane(plane)
         with lock:
             self._prepare(cluster)
+        if self.persistent:
+            self._start_record(cluster)
         return cluster
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the cluster outlives the run (kind, existing, a kept plane): then runs record
+        themselves on it, and each process sweeps what dead runs left (see `envtest.runs`)."""
+        return self.settings.keep or self.settings.backend != "local"
+
+    def _start_record(self, cluster: Cluster) -> None:
+        # Dead runs' leftovers first (never a live run's: see envtest.runs), then our own record,
+        # before this process creates anything that carries our labels.
+        report = runs.sweep_dead(cluster.session, cluster.server, keep_runs=[self.run_id])
+        for owner in report.removed:
+            self.notes.append(f"swept what dead run {owner[0]} ({owner[1]}) left")
+        self._record = runs.RunRecord(cluster.session, cluster.server, self.run_id, self.worker)
+        self._record.start()
 
     def _detached(self, state_dir: Path, owner: int | None) -> LocalCluster:
         """The plane recorded in `state_dir`, started (detached) if none runs. A running one is reused
@@ -339,23 +361,12 @@ class ClusterSession:
 
     # -- end of session ---------------------------------------------------------------------------
 
-    def ahead(self) -> ThreadPoolExecutor:
-        """The one thread that makes the next test's namespace and identity (`envtest.plugin.ahead`);
-        its own, because making an identity fans out on the context's pool."""
-        if self._ahead is None:
-            self._ahead = ThreadPoolExecutor(1, thread_name_prefix="envtest-ahead")
-        return self._ahead
-
     def finish(self) -> None:
-        # A run stopped early (-x, Ctrl-C) never reached the test a namespace was made for.
-        for ctx in self.prepared:
-            ctx.release_unclaimed()
-        self.prepared.clear()
         # First: a release still deleting must finish before the sweep and before the plane goes.
-        self._release_failures = self.releases.drain()
-        if self._ahead is not None:
-            self._ahead.shutdown(wait=False, cancel_futures=True)
-            self._ahead = None
+        self._release_failures += self.releases.drain()
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:  # a worker's summary reaches nobody: the controller reports it
+            workeroutput[RELEASE_FAILURES] = list(self._release_failures)
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
             supervisor.stop(base_temp(self.config) / SHARED_DIR)
         if self.is_xdist_controller and self.settings.backend != "local":
@@ -367,10 +378,14 @@ class ClusterSession:
 
                 kind.delete_cluster(self.settings.cluster_name, kind_path=Path(created.read_text()))
             created.unlink()
+        if self.is_xdist_controller and self.persistent:
+            self._sweep_run()  # a crashed worker swept nothing: everything of the run goes now
         try:
             if self._cluster is not None:
-                if self.settings.keep or self.settings.backend != "local":
+                if self.persistent:
                     self._sweep(self._cluster)
+                if self._record is not None:
+                    self._record.stop()
                 self._cluster.close()
         finally:
             if self._conversion is not None:  # after the plane: nothing may call it once it is gone
@@ -380,7 +395,48 @@ class ClusterSession:
     def _sweep(self, cluster: Cluster) -> None:
         """On clusters that outlive the run, leave nothing of this process behind (even a stuck
         namespace) — and nothing of its xdist siblings touched: they may still be running tests."""
-        sweep.sweep(cluster.session, cluster.server, sweep.selector(self.run_id, self.worker), self.cr_paths)
+        runs.remove(cluster.session, cluster.server, runs.selector(self.run_id, self.worker), self.cr_paths)
+
+    def _sweep_run(self) -> None:
+        """The xdist controller, once every worker has ended: whatever any worker of this run left
+        (a worker that crashed never reached its own sweep), records included."""
+        kubeconfig = self._persistent_kubeconfig()
+        if kubeconfig is None:
+            return
+        try:
+            cluster = ExistingCluster(kubeconfig, context=self.settings.context)
+        except (ConfigError, Exception) as exc:  # the cluster is gone (a kind cluster deleted above)
+            self._progress(f"run sweep skipped: {exc}")
+            return
+        try:
+            selector = runs.selector(self.run_id)
+            runs.remove(
+                cluster.session,
+                cluster.server,
+                selector,
+                runs.all_custom_resource_paths(cluster.session, cluster.server),
+            )
+            cluster.session.delete(
+                f"{cluster.server}/{runs.LEASES}", params={"labelSelector": selector}, timeout=10
+            )
+        finally:
+            cluster.close()
+
+    def _persistent_kubeconfig(self) -> Path | None:
+        s = self.settings
+        if s.backend == "existing":
+            return s.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+        if s.backend == "kind":
+            from envtest import kind
+
+            path = s.kubeconfig or kind.kubeconfig_path(s.cluster_name)
+            return path if path.exists() else None
+        state = supervisor.read_state(supervisor.clusters_root() / s.cluster_name)
+        return Path(state.kubeconfig) if state is not None else None
+
+    def worker_finished(self, workeroutput: dict[str, Any]) -> None:
+        """The xdist controller's view of a worker that ended: its failed releases join the summary."""
+        self._release_failures += workeroutput.get(RELEASE_FAILURES, [])
 
     def summary_lines(self) -> list[str]:
         failed = [f"envtest: {failure}" for failure in self._release_failures]
@@ -438,3 +494,22 @@ class ClusterSession:
 def stop_shared_plane(config: pytest.Config) -> None:
     """The xdist controller's half of a shared local plane that workers started on their own."""
     supervisor.stop(base_temp(config) / SHARED_DIR)
+
+
+def cluster_session(config: pytest.Config) -> ClusterSession:
+    """The run's ClusterSession. A configured project gets it in pytest_configure (so mistakes are
+    usage errors before any test runs); an unconfigured one that uses a fixture anyway gets it here,
+    on first use, with the defaults."""
+    if SESSION_KEY not in config.stash:
+        config.stash[SESSION_KEY] = new_session(config)
+    return config.stash[SESSION_KEY]  # type: ignore[no-any-return]
+
+
+def new_session(config: pytest.Config) -> ClusterSession:
+    """Resolve the settings and load the files they name; every mistake is a pytest.UsageError."""
+    try:
+        return ClusterSession(config, settings_mod.resolve(config))
+    except CRDError as exc:
+        raise pytest.UsageError(f"envtest_crds: {exc}") from None
+    except ConfigError as exc:  # UsageProblem included: its message names the option already
+        raise pytest.UsageError(str(exc)) from None

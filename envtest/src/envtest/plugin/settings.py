@@ -77,12 +77,6 @@ INI_ONLY = (
         "args",
         "capture only these loggers (at DEBUG) into the operator log (default: every logger but envtest's)",
     ),
-    ("envtest_short_fixtures", "bool", "short fixture names (cluster, namespace, …); default: if configured"),
-    (
-        "envtest_prepare_next",
-        "bool",
-        "make the next test's namespace and operator identity while a test runs (default: true)",
-    ),
     (
         "envtest_conversion_webhook",
         "string",
@@ -148,10 +142,39 @@ def configured(config: pytest.Config) -> bool:
     return any(str(key).startswith("envtest_") for key in (raw if raw is not None else config.inicfg))
 
 
-def short_fixtures(config: pytest.Config, is_configured: bool) -> bool:
-    """Register `cluster`, `namespace`, … : ini envtest_short_fixtures if set, else when configured."""
-    explicit = config.getini("envtest_short_fixtures")
-    return is_configured if explicit is None else bool(explicit)
+def ini_keys() -> list[str]:
+    """Every ini key of the plugin (the webhook host's included)."""
+    from envtest.plugin.endpoint import HOST_INI
+
+    return (
+        ["envtest_" + opt.name.replace("-", "_") for opt in OPTIONS]
+        + [n for n, _, _ in INI_ONLY]
+        + [HOST_INI]
+    )
+
+
+def check_unknown(config: pytest.Config) -> None:
+    """An `envtest_*` ini key or `ENVTEST_*` variable the plugin does not know is a usage error naming
+    the closest known one: a typo would otherwise be ignored, and the run would test something else."""
+    import difflib
+
+    from envtest import environment
+
+    known = ini_keys()
+    raw = getattr(config, "_inicfg", None)  # pytest 9 deprecates the public `inicfg`
+    set_keys = [str(k) for k in (raw if raw is not None else config.inicfg)]
+    problems = []
+    for key in sorted(k for k in set_keys if k.startswith("envtest_") and k not in known):
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        problems.append(
+            f"unknown ini key {key}: " + (f"did you mean {close[0]}?" if close else "see the README")
+        )
+    try:
+        environment.check()
+    except UsageProblem as exc:
+        problems.append(str(exc))
+    if problems:
+        raise UsageProblem("; ".join(problems))
 
 
 def _value(config: pytest.Config, opt: _Opt) -> Any:
@@ -196,8 +219,6 @@ class Settings:
     """``package.module:factory`` of the plane's conversion server (see envtest.webhooks.conversion)."""
     conversion_path: str = "/convert"
     """Path of the conversion endpoint on that server; the CRDs' clientConfig URL ends with it."""
-    prepare_next: bool = True
-    """Make the next test's namespace and operator identity ahead (see `envtest.plugin.ahead`)."""
 
     def header(self) -> str:
         from envtest import binaries
@@ -214,8 +235,10 @@ class Settings:
         if not self.operator:
             return None
         module, _, attr = self.operator.partition(":")
+        if not module or not attr:  # no default name: a factory is whatever the project calls it
+            raise UsageProblem(f"envtest_operator = {self.operator!r}: use package.module:factory")
         try:
-            return getattr(importlib.import_module(module), attr or "build_manager")  # type: ignore[no-any-return]
+            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
         except (ImportError, AttributeError) as exc:
             raise UsageProblem(f"envtest_operator = {self.operator!r}: cannot import: {exc}") from exc
 
@@ -295,5 +318,4 @@ def resolve(config: pytest.Config) -> Settings:
         kind_bin=Path(kind_bin).expanduser() if (kind_bin := _plugin_value(config, "kind_bin")) else None,
         conversion_webhook=conversion,
         conversion_path=config.getini("envtest_conversion_path") or "/convert",
-        prepare_next=config.getini("envtest_prepare_next") is not False,
     )

@@ -1,46 +1,21 @@
-"""Where the plugin keeps its per-run and per-test state, and the lazy creation of the run's session.
+"""The plugin's stash keys and shared names: the one module every other plugin module may import.
 
-Light on purpose (pytest only): the hooks and fixtures import it in every project of the virtualenv.
+A leaf on purpose: it imports nothing of the plugin (not even for type checking), so the layers above
+it (see `envtest.plugin`) never form a cycle, and it costs nothing in projects that do not use the
+plugin. The typed accessors live with what they return: `session.cluster_session(config)` and the
+`envtest_context` fixture.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from envtest.plugin.context import TestContext
-    from envtest.plugin.session import ClusterSession
-
-CTX_KEY: pytest.StashKey[TestContext] = pytest.StashKey()
-SESSION_KEY: pytest.StashKey[ClusterSession] = pytest.StashKey()
-
-
-def cluster_session(config: pytest.Config) -> ClusterSession:
-    """The run's ClusterSession. A configured project gets it in pytest_configure (so mistakes are
-    usage errors before any test runs); an unconfigured one that uses a prefixed fixture anyway gets
-    it here, on first use, with the defaults."""
-    if SESSION_KEY not in config.stash:
-        config.stash[SESSION_KEY] = new_session(config)
-    return config.stash[SESSION_KEY]
-
-
-def new_session(config: pytest.Config) -> ClusterSession:
-    """Resolve the settings and load the files they name; every mistake is a pytest.UsageError."""
-    from envtest.errors import ConfigError, CRDError
-    from envtest.plugin import settings
-
-    try:
-        resolved = settings.resolve(config)
-        from envtest.plugin.session import ClusterSession
-
-        return ClusterSession(config, resolved)
-    except CRDError as exc:
-        raise pytest.UsageError(f"envtest_crds: {exc}") from None
-    except ConfigError as exc:  # UsageProblem included: its message names the option already
-        raise pytest.UsageError(str(exc)) from None
-
+SESSION_KEY: pytest.StashKey[Any] = pytest.StashKey()
+"""config.stash → the run's `session.ClusterSession` (set in pytest_configure, or on first use)."""
+CTX_KEY: pytest.StashKey[Any] = pytest.StashKey()
+"""item.stash → the test's `context.TestContext` (set by the `envtest_context` fixture)."""
 
 SHARED_DIR = "envtest-shared"
 """Beside the run's base temp dir: the state of the local plane the xdist workers share."""

@@ -27,15 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from envtest.plugin.endpoint import HOST_ENV, HOST_INI, KIND_NETWORK
+
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
     from envtest.plugin.context import TestContext
     from envtest.webhooks import Installed, ServingCerts, WebhookEndpoint, WebhookServer
 
 PLUGIN_NAME = "envtest-webhooks"
-HOST_INI = "envtest_webhook_host"
-HOST_ENV = "ENVTEST_WEBHOOK_HOST"
-KIND_NETWORK = "kind"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,7 +92,7 @@ class TestWebhooks:
         """Install ``configs`` (files, dirs, dicts) scoped to ``namespace`` (default: the ``namespace``
         fixture) and pointing at ``endpoint``; returns once the apiserver demonstrably calls them."""
         from envtest.plugin import sweep
-        from envtest.plugin.state import cluster_session
+        from envtest.plugin.session import cluster_session
         from envtest.webhooks import install
 
         if namespace is None:

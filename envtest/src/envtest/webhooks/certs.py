@@ -60,18 +60,24 @@ class ServingCerts:
 
 
 def serving_certs(
-    cert_dir: Path, hosts: Sequence[str] = ("127.0.0.1",), *, ca: CertificateAuthority | None = None
+    cert_dir: Path,
+    hosts: Sequence[str] = ("127.0.0.1",),
+    *,
+    ca: CertificateAuthority | None = None,
+    valid_days: int = 7,
 ) -> ServingCerts:
     """Issue a serving certificate for ``hosts`` and write it into ``cert_dir``.
 
     A fresh CA per call unless ``ca`` is given: a test's webhooks then trust nothing another test
     issued, so a configuration left pointing at the wrong server fails TLS instead of silently
     reaching it. ``localhost`` is always added, because people curl their server by that name.
+    ``valid_days`` is the fresh CA's validity and its certificate's (a given ``ca`` keeps its own):
+    a server beside a kept plane is called for as long as that plane lives.
     """
     if not hosts:
         raise ConfigError("serving_certs needs the host the apiserver dials (e.g. 127.0.0.1)")
     names = tuple(dict.fromkeys([*hosts, "localhost"]))  # ordered, without duplicates
-    ca = ca or CertificateAuthority.create("envtest-webhook-ca")
+    ca = ca or CertificateAuthority.create("envtest-webhook-ca", valid_days=valid_days)
     leaf: CertKey = ca.issue_serving("envtest-webhook", names)
     cert_dir = Path(cert_dir)
     leaf.write(cert_dir, "tls")  # → tls.crt, tls.key (0600)

@@ -99,7 +99,12 @@ def load_factory(spec: str) -> ConversionFactory:
 
 
 def start_endpoint(
-    factory: ConversionFactory, cert_dir: Path, *, host: str = "127.0.0.1", path: str = DEFAULT_PATH
+    factory: ConversionFactory,
+    cert_dir: Path,
+    *,
+    host: str = "127.0.0.1",
+    path: str = DEFAULT_PATH,
+    valid_days: int = 7,
 ) -> tuple[ConversionServer, str, bytes]:
     """Certs for ``host`` in ``cert_dir``, the factory's server on them; (server, endpoint URL, CA).
 
@@ -110,7 +115,7 @@ def start_endpoint(
     """
     from envtest.webhooks.server import WebhookServer
 
-    certs = serving_certs(cert_dir, (host,))
+    certs = serving_certs(cert_dir, (host,), valid_days=valid_days)
     server = factory(certs)
     if isinstance(server, WebhookServer):
         server.start()

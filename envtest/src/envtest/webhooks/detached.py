@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 from envtest.errors import EnvtestError
+from envtest.pki import private_dir
 from envtest.plane import supervisor
 
 __all__ = ["EndpointState", "argv", "launch", "read_state", "stop"]
@@ -94,7 +95,7 @@ def launch(
     would make it unstoppable)."""
     if supervisor.lock_held(state_dir):
         raise supervisor.AlreadySupervised(f"a conversion endpoint already runs in {state_dir}")
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)  # its serving key is written under it
     (state_dir / supervisor.STATE_FILE).unlink(missing_ok=True)
     command = argv(
         state_dir, factory=factory, host=host, path=path, owner_pid=owner_pid, python_path=python_path

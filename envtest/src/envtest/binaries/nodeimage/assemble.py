@@ -20,41 +20,16 @@ from pathlib import Path
 
 from envtest.binaries.nodeimage.host import Runner, run
 from envtest.binaries.nodeimage.images import check, exists
-from envtest.binaries.nodeimage.spec import NodeImageSpec, cni_conflist, containerd_config
+from envtest.binaries.nodespec import (
+    CAPWRAP_DROPIN,
+    NODE_BASE_DOCKERFILE,
+    NodeImageSpec,
+    cni_conflist,
+    containerd_config,
+)
 from envtest.errors import InstallError
 
 Progress = Callable[[str], None]
-
-NODE_BASE_DOCKERFILE = """# After sigs.k8s.io/kind images/base/Dockerfile ({kind}), on Debian {suite}
-# (its systemd 252 still boots on cgroup v1).
-FROM {base}
-COPY files/ /
-RUN chmod -R go-w /etc/systemd/system /etc/containerd /kind \\
- && DEBIAN_FRONTEND=noninteractive clean-install \\
-      systemd conntrack iptables nftables iproute2 ethtool util-linux mount kmod \\
-      libseccomp2 bash ca-certificates curl jq procps socat runc containernetworking-plugins \\
- && find /lib/systemd/system/sysinit.target.wants/ -name "systemd-tmpfiles-setup.service" -delete \\
- && rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wants/* \\
-      /lib/systemd/system/local-fs.target.wants/* /lib/systemd/system/sockets.target.wants/*udev* \\
-      /lib/systemd/system/sockets.target.wants/*initctl* /lib/systemd/system/basic.target.wants/* \\
- && echo "ReadKMsg=no" >> /etc/systemd/journald.conf \\
- && ln -sf /lib/systemd/systemd /sbin/init \\
- && mkdir -p /opt/cni && rm -rf /opt/cni/bin && ln -s /usr/lib/cni /opt/cni/bin
-RUN HOOK=/kind/bin/mount-product-files.sh && ctr oci spec \\
-      | jq '.hooks.createContainer[.hooks.createContainer| length] |= . + {{"path": "'"$HOOK"'"}}' \\
-      | jq 'del(.process.rlimits)' > /etc/containerd/cri-base.json \\
- && containerd --version && runc --version && kubelet --version \\
- && systemctl enable kubelet.service containerd.service undo-mount-hacks.service \\
- && systemctl mask systemd-binfmt.service \\
- && mkdir -p /etc/kubernetes/manifests
-ENV container=docker
-STOPSIGNAL SIGRTMIN+3
-ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]
-"""
-
-CAPWRAP_DROPIN = """[Service]
-Environment=CAPWRAP_RUNC=/usr/sbin/runc
-"""
 
 
 def base_image(spec: NodeImageSpec, work: Path, progress: Progress, runner: Runner = run) -> str:

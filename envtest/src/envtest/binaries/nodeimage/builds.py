@@ -3,7 +3,7 @@
 Cache: ``${XDG_CACHE_HOME:-~/.cache}/envtest/kind/nodeimage/bin/<name>-<version>/``; a directory
 appears complete or not at all (built in a staging dir, renamed), so an interrupted build is redone.
 
-- ours (package data): capwrap, pause, mysqlstandin — stdlib only, built in a copy of their dir;
+- ours (package data): capwrap, pause — stdlib only, built in a copy of their dir (`go_program`);
 - containerd v2 (ctr, shim): its go.mod has ``replace``/``exclude``, which only apply when it is the
   main module, so it builds inside a copy of its own module dir (as `go mod download` left it);
 - crictl, local-path-provisioner: a wrapper module (``go get`` + ``go build``), like etcd and kwok;
@@ -26,7 +26,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from envtest.binaries import gobuild, resolver
-from envtest.binaries.nodeimage.spec import NodeImageSpec, data_dir, go_sources
+from envtest.binaries.nodespec import GO_SOURCES, NodeImageSpec, data_dir
 from envtest.errors import InstallError
 
 Progress = Callable[[str], None]
@@ -95,22 +95,30 @@ def _wrapper(
 # -- ours ------------------------------------------------------------------------------------------
 
 
-def ours(name: str, spec: NodeImageSpec, progress: Progress) -> Path:
-    """capwrap, pause or mysqlstandin from package data, keyed by the hash of its sources."""
-    src = data_dir() / name
-    digest = hashlib.sha256(
-        "".join(t for k, t in sorted(go_sources().items()) if k.startswith(name + "/")).encode()
-    )
+def go_program(src: Path, name: str, progress: Progress) -> Path:
+    """`go build` of the stdlib-only main package in `src` (its .go files and go.mod), cached by the
+    hash of those sources. Also what a project's test kit uses for its own small programs."""
+    sources = sorted(f for f in src.iterdir() if f.suffix in (".go", ".mod"))
+    if not sources:
+        raise InstallError(f"{src}: no .go or go.mod files to build {name} from")
+    # The texts in file-name order, as before this function existed: binaries already cached stay valid.
+    digest = hashlib.sha256("".join(f.read_text() for f in sources).encode())
     key = f"{name}-{digest.hexdigest()[:12]}"
 
     def build(staging: Path) -> None:
         with tempfile.TemporaryDirectory(prefix=f"envtest-{name}-") as wd:
-            for f in src.iterdir():
-                if f.suffix in (".go", ".mod"):
-                    shutil.copyfile(f, Path(wd, f.name))
+            for f in sources:
+                shutil.copyfile(f, Path(wd, f.name))
             _go([*GO_BUILD, "-o", str(staging / name), "."], Path(wd), progress)
 
     return _cached(key, (name,), build, progress) / name
+
+
+def ours(name: str, spec: NodeImageSpec, progress: Progress) -> Path:
+    """capwrap or pause, from the recipe's package data."""
+    if name not in GO_SOURCES:
+        raise InstallError(f"{name!r} is not one of the node image's own programs {GO_SOURCES}")
+    return go_program(data_dir() / name, name, progress)
 
 
 # -- upstream modules --------------------------------------------------------------------------------

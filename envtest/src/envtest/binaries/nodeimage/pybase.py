@@ -7,7 +7,8 @@ wheelhouse of the project's dependencies plus its build backend, built on this m
 host's pip (which reaches the index, or its find-links). ``PIP_NO_INDEX=1`` + ``PIP_FIND_LINKS``
 make an unchanged ``RUN pip install .`` install from that wheelhouse only.
 
-Use: ``docker build --build-arg BASE_IMAGE=$(python -m envtest.binaries.nodeimage pybase .) …``.
+Use: ``docker build --build-arg BASE_IMAGE=$(envtest kind image pybase DIR) …``, DIR holding the
+pyproject.toml of what the image installs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from envtest.binaries.nodeimage.host import run
 from envtest.binaries.nodeimage.images import check, docker_build, exists
-from envtest.binaries.nodeimage.spec import NodeImageSpec
+from envtest.binaries.nodespec import NodeImageSpec
 from envtest.errors import InstallError
 
 Progress = Callable[[str], None]

@@ -1,9 +1,15 @@
-"""What the offline node image contains, named and hashed before anything is built.
+"""What the offline kind node image contains, named and hashed before anything is built.
 
 The tag is a hash of the pins and of every text that goes into the image (our Go sources, the
 rendered containerd config, CNI conflist, Dockerfiles), so an unchanged recipe finds its image in
 seconds and any change to it builds a new one. Python code that only moves things around does not
 change the tag.
+
+This module is the recipe only: plain data and text, no subprocess, no docker. The kind backend
+imports it to know the offline image's tag and the kind config that image needs; the builder
+(`envtest.binaries.nodeimage`, behind `envtest kind image build`) imports it to build exactly that.
+The node preloads Kubernetes' own images and what kind's default storage needs, nothing of any
+project's workloads: a project loads its own images (``kind load docker-image``).
 """
 
 from __future__ import annotations
@@ -11,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +27,7 @@ from envtest.pins import PINNED, Versions
 REPOSITORY = "envtest.local/kind-node"
 """Never a registry: `envtest.local` cannot resolve, so nothing ever tries to pull these."""
 LOCAL_PREFIX = "envtest.local/"
-GO_SOURCES = ("capwrap", "pause", "mysqlstandin")
+GO_SOURCES = ("capwrap", "pause")
 """Our own small Go programs, shipped as package data (envtest/binaries/nodeimage/data/<name>)."""
 
 POD_SUBNET = "10.244.0.0/16"
@@ -31,14 +36,10 @@ NODE_POD_CIDR = "10.244.0.0/24"
 config must hand out addresses from that same range."""
 
 
-@dataclass(frozen=True)
-class StandIn:
-    """A preloaded image that replaces one a workload would pull, and the variable that selects it."""
-
-    image: str
-    env: str
-    """The operator's environment variable that takes this image (or repository, see `repository_only`)."""
-    repository_only: bool = False
+def data_dir() -> Path:
+    """The builder's package data, found by path: `importlib.resources` would import the builder
+    package, which the kind backend must never load (it only needs this recipe's hash)."""
+    return Path(__file__).resolve().parent / "nodeimage" / "data"
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,6 @@ class NodeImageSpec:
     kubernetes: str = PINNED.kubernetes
     busybox: str = "1.35.0"
     """Debian bookworm's busybox-static; the build checks the binary says this version."""
-    mysql_versions: tuple[str, ...] = ("8.0", "8.4")
-    """Tags of the MySQL stand-in: the reference operator uses spec.version as the tag, and the
-    E2E tests run 8.0 and upgrade to 8.4."""
     extra: dict[str, str] = field(default_factory=dict)
     """Anything else that should change the tag (e.g. a mirror override)."""
 
@@ -57,11 +55,8 @@ class NodeImageSpec:
 
     @property
     def busybox_image(self) -> str:
+        """kind's storage helper image (local-path-provisioner's helper pods); preloaded."""
         return f"{LOCAL_PREFIX}busybox:{self.busybox}"
-
-    @property
-    def mysql_repository(self) -> str:
-        return f"{LOCAL_PREFIX}mysql-standin"
 
     @property
     def local_path_image(self) -> str:
@@ -71,27 +66,24 @@ class NodeImageSpec:
     def base_image(self) -> str:
         return f"{LOCAL_PREFIX}debian:{self.versions.debian_suite}"
 
-    def stand_ins(self) -> list[StandIn]:
-        """The reference operator's images on an offline node (MYSQL_OPERATOR_* variables)."""
-        return [
-            StandIn(self.mysql_repository, "MYSQL_OPERATOR_MYSQL_IMAGE", repository_only=True),
-            StandIn(self.busybox_image, "MYSQL_OPERATOR_BACKUP_IMAGE"),
-        ]
-
     def workload_images(self) -> list[str]:
-        """Preloaded beside kubeadm's list: storage, its helper, the operator's images."""
-        mysql = [f"{self.mysql_repository}:{v}" for v in self.mysql_versions]
-        return [self.local_path_image, self.busybox_image, *mysql]
+        """Preloaded beside kubeadm's list: kind's default StorageClass and its helper."""
+        return [self.local_path_image, self.busybox_image]
 
     def tag(self) -> str:
         return f"{REPOSITORY}:v{self.kubernetes}-{self.content_hash()}"
+
+    def sandbox_image(self) -> str:
+        """The pause image kubeadm v1.37 lists, set in containerd's config (checked against
+        `kubeadm config images list` at build time)."""
+        return "registry.k8s.io/pause:3.10.2"
 
     # -- content hash ------------------------------------------------------------------------------
 
     def content_hash(self) -> str:
         h = hashlib.sha256()
         h.update(json.dumps(asdict(self.versions), sort_keys=True).encode())
-        h.update(json.dumps([self.kubernetes, self.busybox, self.mysql_versions], sort_keys=True).encode())
+        h.update(json.dumps([self.kubernetes, self.busybox], sort_keys=True).encode())
         h.update(json.dumps(self.extra, sort_keys=True).encode())
         for name, text in sorted(self.texts().items()):
             h.update(name.encode() + b"\0" + text.encode() + b"\0")
@@ -99,25 +91,51 @@ class NodeImageSpec:
 
     def texts(self) -> dict[str, str]:
         """Every text that goes into the image, by a stable name (hashed into the tag)."""
-        # Dockerfiles live beside their build code.
-        from envtest.binaries.nodeimage import assemble, images
-
         out = {f"go/{k}": v for k, v in go_sources().items()}
         out["containerd/config.toml"] = containerd_config(self.sandbox_image())
         out["cni/conflist"] = cni_conflist()
-        out.update({f"dockerfile/{k}": v for k, v in images.dockerfiles(self).items()})
-        out["dockerfile/node-base"] = assemble.NODE_BASE_DOCKERFILE
-        out["containerd/capwrap-dropin"] = assemble.CAPWRAP_DROPIN
+        out.update({f"dockerfile/{k}": v for k, v in self.dockerfiles().items()})
+        out["dockerfile/node-base"] = NODE_BASE_DOCKERFILE
+        out["containerd/capwrap-dropin"] = CAPWRAP_DROPIN
         return out
 
-    def sandbox_image(self) -> str:
-        """The pause image kubeadm v1.37 lists, set in containerd's config (checked against
-        `kubeadm config images list` at build time)."""
-        return "registry.k8s.io/pause:3.10.2"
+    def dockerfiles(self) -> dict[str, str]:
+        """Every pod image's Dockerfile by role (the node's own is NODE_BASE_DOCKERFILE).
 
-
-def data_dir() -> Path:
-    return Path(str(resources.files("envtest.binaries.nodeimage") / "data"))
+        Written for the legacy builder (Debian's docker.io 20.10 has no BuildKit, so no
+        ``COPY --chmod``: files get their mode in the build context). Images "FROM scratch" hold one
+        static binary; those that need a userland (kube-proxy: iptables; busybox) start from the
+        debootstrapped base. Debian's busybox-static is copied out of a throwaway stage, so the
+        host needs no busybox package."""
+        base = self.base_image
+        wrapper = (data_dir() / "kube-proxy" / "kube-proxy-wrapper").read_text()
+        return {
+            "busybox": f"""FROM {base} AS debian
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \\
+      busybox-static && /bin/busybox | head -1 | grep -q 'v{self.busybox}'
+FROM scratch
+COPY --from=debian /bin/busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+ENV PATH=/usr/local/bin:/bin
+CMD ["/bin/sh"]
+""",
+            "pause": """FROM scratch
+COPY pause /pause
+USER 65535:65535
+ENTRYPOINT ["/pause"]
+""",
+            "scratch": SCRATCH_ONE_BINARY,
+            "local-path-provisioner": f"""FROM {self.busybox_image}
+COPY local-path-provisioner /usr/local/bin/local-path-provisioner
+ENTRYPOINT ["local-path-provisioner"]
+""",
+            "kube-proxy": f"""FROM {base}
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \\
+      iptables conntrack kmod && rm -rf /var/lib/apt/lists/*
+COPY kube-proxy.real kube-proxy /usr/local/bin/
+""",
+            "kube-proxy-wrapper": wrapper,  # not a Dockerfile: hashed with them since it goes in the image
+        }
 
 
 def go_sources() -> dict[str, str]:
@@ -128,6 +146,51 @@ def go_sources() -> dict[str, str]:
         for p in sorted((root / name).iterdir())
         if p.suffix in (".go", ".mod")
     }
+
+
+def is_offline_image(image: str) -> bool:
+    return image.startswith(REPOSITORY + ":")
+
+
+# -- image recipes -------------------------------------------------------------------------------
+
+SCRATCH_ONE_BINARY = """FROM scratch
+COPY {name} /usr/local/bin/{name}
+ENV PATH=/usr/local/bin:/usr/bin:/bin
+ENTRYPOINT ["/usr/local/bin/{name}"]
+"""
+
+NODE_BASE_DOCKERFILE = """# After sigs.k8s.io/kind images/base/Dockerfile ({kind}), on Debian {suite}
+# (its systemd 252 still boots on cgroup v1).
+FROM {base}
+COPY files/ /
+RUN chmod -R go-w /etc/systemd/system /etc/containerd /kind \\
+ && DEBIAN_FRONTEND=noninteractive clean-install \\
+      systemd conntrack iptables nftables iproute2 ethtool util-linux mount kmod \\
+      libseccomp2 bash ca-certificates curl jq procps socat runc containernetworking-plugins \\
+ && find /lib/systemd/system/sysinit.target.wants/ -name "systemd-tmpfiles-setup.service" -delete \\
+ && rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wants/* \\
+      /lib/systemd/system/local-fs.target.wants/* /lib/systemd/system/sockets.target.wants/*udev* \\
+      /lib/systemd/system/sockets.target.wants/*initctl* /lib/systemd/system/basic.target.wants/* \\
+ && echo "ReadKMsg=no" >> /etc/systemd/journald.conf \\
+ && ln -sf /lib/systemd/systemd /sbin/init \\
+ && mkdir -p /opt/cni && rm -rf /opt/cni/bin && ln -s /usr/lib/cni /opt/cni/bin
+RUN HOOK=/kind/bin/mount-product-files.sh && ctr oci spec \\
+      | jq '.hooks.createContainer[.hooks.createContainer| length] |= . + {{"path": "'"$HOOK"'"}}' \\
+      | jq 'del(.process.rlimits)' > /etc/containerd/cri-base.json \\
+ && containerd --version && runc --version && kubelet --version \\
+ && systemctl enable kubelet.service containerd.service undo-mount-hacks.service \\
+ && systemctl mask systemd-binfmt.service \\
+ && mkdir -p /etc/kubernetes/manifests
+ENV container=docker
+STOPSIGNAL SIGRTMIN+3
+ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]
+"""
+
+CAPWRAP_DROPIN = """[Service]
+Environment=CAPWRAP_RUNC=/usr/sbin/runc
+"""
+"""Inside the node (Debian's runc is /usr/sbin/runc): containerd runs runc through capwrap."""
 
 
 # -- rendered configuration ----------------------------------------------------------------------
@@ -217,10 +280,4 @@ def kind_config(user_config: str, spec: NodeImageSpec) -> str:
     patches = list(doc.get("kubeadmConfigPatches") or [])
     patches += [yaml.safe_dump(p, sort_keys=False) for p in kubeadm_patches(spec)]
     doc["kubeadmConfigPatches"] = patches
-    return "# rendered by envtest.binaries.nodeimage for its offline node image\n" + yaml.safe_dump(
-        doc, sort_keys=False
-    )
-
-
-def is_offline_image(image: str) -> bool:
-    return image.startswith(REPOSITORY + ":")
+    return "# rendered by envtest for its offline node image\n" + yaml.safe_dump(doc, sort_keys=False)

@@ -1,0 +1,130 @@
+"""Each distribution installs and works alone, the way a stranger installs it: both wheels are built
+from this repository, and each goes into a fresh virtualenv that holds nothing else of it.
+
+- kube-envtest alone: the pytest plugin loads and runs a test against a plane of its own `envtest up`,
+  and `envtest down` leaves nothing; none of the reference operator's modules or libraries is there.
+- mysqlcluster-operator alone: its CLI runs; neither pytest nor the harness is there.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+from pathlib import Path
+
+import pytest
+
+from envtest import binaries
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.envtest_local  # local binaries for `envtest up`
+
+# pydantic is the operator's too, but the `kubernetes` client (>= 35) depends on it as well.
+OPERATOR_ONLY = ("mysql_operator", "croniter", "prometheus_client")
+HARNESS_ONLY = ("envtest", "pytest", "xdist", "tenacity", "kubernetes", "filelock")
+
+
+def _run(*argv: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    out = subprocess.run(
+        [str(a) for a in argv], capture_output=True, text=True, env=env, cwd=cwd, timeout=900
+    )
+    assert out.returncode == 0, f"{argv}: exit {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    dist = tmp_path_factory.mktemp("dist")
+    for project in ("envtest", "operator"):
+        _run(sys.executable, "-m", "build", "--wheel", "--outdir", dist, ROOT / project)
+    (harness,) = dist.glob("kube_envtest-*.whl")
+    (operator,) = dist.glob("mysqlcluster_operator-*.whl")
+    return {"harness": harness, "operator": operator}
+
+
+def _venv_with(wheel: Path, where: Path) -> Path:
+    venv.create(where, with_pip=True)
+    python = where / "bin" / "python"
+    _run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
+    return python
+
+
+def _missing(python: Path, modules: tuple[str, ...]) -> list[str]:
+    code = (
+        "import importlib.util as u, sys; print(' '.join(m for m in sys.argv[1:] if u.find_spec(m) is None))"
+    )
+    return _run(python, "-c", code, *modules, cwd=python.parents[2]).split()  # not here: ./envtest
+
+
+def _clean_env(python: Path, home: Path) -> dict[str, str]:
+    # Nothing of this repository on the path: no PYTHONPATH, a working directory outside it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{python.parent}:{env.get('PATH', '')}"
+    env["KUBEBUILDER_ASSETS"] = str(binaries.cache_dir())  # the binaries this run already has
+    env["ENVTEST_KWOK_STAGES"] = str(binaries.kwok_stages_dir())
+    env["XDG_CACHE_HOME"] = str(home / "cache")  # its own plane state: nothing shared with this run
+    return env
+
+
+def test_the_harness_installs_alone_and_its_plugin_and_cli_work(
+    wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    python = _venv_with(wheels["harness"], tmp_path / "venv")
+    assert _missing(python, OPERATOR_ONLY) == list(OPERATOR_ONLY), "the harness pulled in the operator"
+    env = _clean_env(python, tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    name = "alone"
+    exports = _run(python, "-m", "envtest.cli", "up", "--name", name, env=env)
+    try:
+        kubeconfig = next(
+            line.split("=", 1)[1].strip().strip("'\"")
+            for line in exports.splitlines()
+            if "KUBECONFIG=" in line
+        )
+        (project / "pytest.ini").write_text("[pytest]\nenvtest_backend = existing\n")
+        (project / "test_alone.py").write_text(
+            textwrap.dedent(
+                """
+                def test_a_namespace_of_its_own(namespace, kube):
+                    import pykube
+
+                    assert pykube.Namespace.objects(kube).get(name=namespace).name == namespace
+                """
+            )
+        )
+        out = _run(
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            env={**env, "KUBECONFIG": kubeconfig},
+            cwd=project,
+        )
+        assert "1 passed" in out
+    finally:
+        _run(python, "-m", "envtest.cli", "down", "--name", name, env=env)
+    assert "alone" not in _run(python, "-m", "envtest.cli", "list", env=env)
+
+
+def test_the_operator_installs_alone_and_its_cli_runs(wheels: dict[str, Path], tmp_path: Path) -> None:
+    python = _venv_with(wheels["operator"], tmp_path / "venv")
+    assert _missing(python, HARNESS_ONLY) == list(HARNESS_ONLY), (
+        "the operator pulled in the harness or pytest"
+    )
+    env = _clean_env(python, tmp_path)
+    out = _run(python, "-m", "mysql_operator", "run", "--help", env=env, cwd=tmp_path)
+    assert "--kubeconfig" in out
+    assert "--kubeconfig" in _run(tmp_path / "venv" / "bin" / "mysql-operator", "run", "--help", env=env)
+
+
+def test_the_operator_image_installs_only_the_operators_wheel() -> None:
+    dockerfile = (ROOT / "operator" / "config" / "Dockerfile").read_text()
+    copies = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("COPY")]
+    assert copies and all(src.startswith("operator") for src in copies), copies
+    assert "envtest" not in dockerfile.replace("kube-envtest", "")

@@ -1,0 +1,185 @@
+"""Many machines, one cluster: CI jobs (or developers) pointing their runs at one existing cluster.
+
+Two pytest processes with their own ENVTEST_RUN_ID run the project's real configuration (CRDs, the
+operator with its RBAC) at the same time against one `envtest up` plane. Both use the same process
+label (`main`), so only the run label keeps one run's session sweep off the other's objects: the
+first run to finish sweeps while the second still has a namespace, a cluster-scoped binding and a
+leftover namespace (what a killed test leaves) live, and the second checks they survived."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envtest import binaries, eventually
+from envtest.clusters import ExistingCluster
+from envtest.plugin.sweep import RUN_LABEL
+
+# An `envtest up` plane and its binaries: the local backend's tests.
+pytestmark = pytest.mark.envtest_local
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ("shared-a", "shared-b")
+"""Run ids: `shared-a` outlives `shared-b` and checks nothing of its own was swept with it."""
+INNER_TIMEOUT = 300.0
+"""Seconds for one inner run (an operator start and one reconcile on a loaded 2-core machine: ≈ 15 s)."""
+
+INNER_TEST = """
+import json, os, pathlib, time
+
+import pykube
+
+from envtest import eventually
+from envtest.plugin.sweep import RUN_LABEL, WORKER_LABEL
+
+SYNC = pathlib.Path(os.environ["SHARED_SYNC"])
+RUN, OTHER = os.environ["ENVTEST_RUN_ID"], os.environ["OTHER_RUN_ID"]
+MYSQL = "apis/db.example.com/v1beta1/namespaces/{}/mysqlclusters"
+
+
+def wait_for(path):
+    deadline = time.monotonic() + 240
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.2)
+
+
+def live(cluster, path):
+    resp = cluster.session.get(f"{cluster.server}/{path}", timeout=10)
+    assert resp.status_code == 200, f"{path}: {resp.status_code} (swept by the other run?)"
+    assert "deletionTimestamp" not in resp.json()["metadata"], f"{path} is being deleted"
+    return resp.json()
+
+
+def statefulset_replicas(cluster, namespace, want):
+    sts = live(cluster, f"apis/apps/v1/namespaces/{namespace}/statefulsets/db-mysql")
+    assert sts["spec"]["replicas"] == want
+
+
+def test_converges_beside_the_other_run(operator, namespace, cluster, kube):
+    labels = pykube.Namespace.objects(kube).get(name=namespace).labels
+    (SYNC / f"{RUN}.labels").write_text(json.dumps(labels))
+    # What a test killed mid-way leaves: only this run's sweep may remove it.
+    own = {RUN_LABEL: labels[RUN_LABEL], WORKER_LABEL: labels[WORKER_LABEL]}
+    pykube.Namespace(kube, {"metadata": {"name": f"leftover-{RUN}", "labels": own}}).create()
+    cr = {"apiVersion": "db.example.com/v1beta1", "kind": "MySQLCluster", "metadata": {"name": "db"},
+          "spec": {"replicas": 1, "storage": {"size": "1Gi"}}}
+    resp = cluster.session.post(f"{cluster.server}/{MYSQL.format(namespace)}", json=cr, timeout=10)
+    assert resp.status_code == 201, resp.text
+    eventually(lambda: statefulset_replicas(cluster, namespace, 1), timeout=120)
+
+    (SYNC / f"{RUN}.started").write_text("")
+    wait_for(SYNC / f"{OTHER}.started")  # both operators are up on the one cluster now
+    if RUN == "shared-b":
+        return
+    wait_for(SYNC / f"{OTHER}.finished")  # its session end, and with it its sweep, is over
+    live(cluster, f"api/v1/namespaces/{namespace}")
+    live(cluster, f"api/v1/namespaces/leftover-{RUN}")
+    bindings = cluster.session.get(
+        f"{cluster.server}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        params={"labelSelector": f"{RUN_LABEL}={RUN}"}, timeout=10,
+    ).json()["items"]
+    assert bindings, "this run's operator binding was swept"
+    # And the operator still has every right it needs: a change still reaches the StatefulSet.
+    resp = cluster.session.patch(
+        f"{cluster.server}/{MYSQL.format(namespace)}/db", json={"spec": {"replicas": 2}},
+        headers={"Content-Type": "application/merge-patch+json"}, timeout=10,
+    )
+    assert resp.status_code == 200, resp.text
+    eventually(lambda: statefulset_replicas(cluster, namespace, 2), timeout=120)
+"""
+
+
+@pytest.fixture
+def shared_plane(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """An `envtest up` plane (the namespace controller included, so deleted namespaces really go),
+    with its state in a temporary XDG dir; stopped afterwards."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env["KUBEBUILDER_ASSETS"] = str(binaries.cache_dir())  # binaries from the real cache
+    envtest = [sys.executable, "-m", "envtest.cli"]
+    components = "etcd,kube-apiserver,kube-controller-manager"
+    up = subprocess.run(
+        [*envtest, "up", "--name", "shared", "--components", components, "--crd", str(ROOT / "api" / "crd")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert up.returncode == 0, up.stderr
+    try:
+        yield Path(up.stdout.strip().split("=", 1)[1].strip("'")), env
+    finally:
+        down = subprocess.run(
+            [*envtest, "down", "--name", "shared"], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert down.returncode == 0, down.stderr
+
+
+def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
+    shared_plane: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    kubeconfig, env = shared_plane
+    project = tmp_path / "project"
+    sync = project / "sync"
+    sync.mkdir(parents=True)
+    (project / "test_shared_run.py").write_text(INNER_TEST)
+    procs = {}
+    for run, other in (RUNS, RUNS[::-1]):
+        cmd = [
+            sys.executable, "-m", "pytest", "test_shared_run.py", "-p", "no:cacheprovider",
+            # The project's own configuration (CRDs, operator, RBAC; paths relative to the root).
+            "-c", str(ROOT / "pyproject.toml"),
+            "--envtest-backend=existing", f"--envtest-kubeconfig={kubeconfig}",
+            f"--basetemp={tmp_path / run}", f"--envtest-artifacts-dir={tmp_path / run / 'artifacts'}",
+            # Concurrent runs would each re-point the CRDs' conversion at their own endpoint: one
+            # run's endpoint ends with it (see the README's shared-cluster recipe).
+            "-o", "envtest_conversion_webhook=",
+        ]  # fmt: skip
+        run_env = {**env, "ENVTEST_RUN_ID": run, "OTHER_RUN_ID": other, "SHARED_SYNC": str(sync)}
+        log = (tmp_path / f"{run}.log").open("w")
+        procs[run] = subprocess.Popen(cmd, cwd=project, env=run_env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for run in reversed(RUNS):  # shared-b first: shared-a waits for it to have finished
+            procs[run].wait(timeout=INNER_TIMEOUT)
+            (sync / f"{run}.finished").write_text("")
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    logs = {run: (tmp_path / f"{run}.log").read_text() for run in RUNS}
+    for run in RUNS:
+        assert procs[run].returncode == 0, f"{run}:\n{logs[run][-4000:]}"
+        assert "1 passed" in logs[run], logs[run][-2000:]
+        labels = json.loads((sync / f"{run}.labels").read_text())
+        assert labels[RUN_LABEL] == run, f"{run}'s objects are labelled {labels}"
+
+    # Nothing of either run is left: namespaces (with their objects) and cluster-scoped RBAC.
+    cluster = ExistingCluster(kubeconfig)
+    session = cluster.session
+    selector = f"{RUN_LABEL} in ({','.join(RUNS)})"
+
+    def nothing_left() -> None:
+        left = {}
+        for path in (
+            "api/v1/namespaces",
+            "apis/rbac.authorization.k8s.io/v1/clusterroles",
+            "apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        ):
+            resp = session.get(f"{cluster.server}/{path}", params={"labelSelector": selector}, timeout=10)
+            resp.raise_for_status()
+            names = [item["metadata"]["name"] for item in resp.json()["items"]]
+            if names:
+                left[path] = names
+        assert left == {}, f"left on the cluster: {left}"
+
+    try:
+        eventually(nothing_left, timeout=120)
+    finally:
+        cluster.close()

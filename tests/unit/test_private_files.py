@@ -1,0 +1,97 @@
+"""Private keys are 0600 from the moment they exist; directories holding them (a plane's workdir and
+pki, a kept plane's state directory) are 0700, also when they existed before with a looser mode.
+
+"From creation" is checked by taking away what could fix a mode afterwards: the umask is 0 (so a
+plain write would create 0666) and chmod does nothing. Only a file created 0600 passes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envtest.pki import private_dir, write_private
+from envtest.plane import supervisor
+from envtest.plane.controlplane import ControlPlane
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def no_umask_no_chmod(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(os, "chmod", lambda *_a, **_k: None)
+    monkeypatch.setattr(Path, "chmod", lambda *_a, **_k: None)
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_every_key_and_kubeconfig_of_a_plane_is_0600_from_creation(
+    tmp_path: Path, no_umask_no_chmod: None
+) -> None:
+    plane = ControlPlane("minimal", version="1.37.2", workdir=tmp_path / "plane")
+    plane._write_pki()
+    pki = plane.workdir / "pki"
+    keys = sorted(pki.glob("*.key"))
+    assert {k.name for k in keys} == {"ca.key", "apiserver.key", "admin.key", "sa.key"}
+    for private in [*keys, plane.kubeconfig]:
+        assert mode(private) == 0o600, f"{private.name} created {oct(mode(private))}"
+    assert mode(pki) == 0o700
+
+
+def test_write_private_replaces_a_loose_file_instead_of_inheriting_its_mode(
+    tmp_path: Path, no_umask_no_chmod: None
+) -> None:
+    loose = tmp_path / "sa.key"
+    loose.write_bytes(b"old")
+    assert mode(loose) == 0o666
+    write_private(loose, b"new")
+    assert loose.read_bytes() == b"new" and mode(loose) == 0o600
+
+
+def test_private_dir_tightens_a_directory_that_existed_with_a_loose_mode(tmp_path: Path) -> None:
+    loose = tmp_path / "clusters" / "kept"
+    loose.mkdir(parents=True, mode=0o755)
+    os.chmod(loose, 0o755)
+    assert private_dir(loose) == loose and mode(loose) == 0o700
+    fresh = private_dir(tmp_path / "clusters" / "new")
+    assert mode(fresh) == 0o700
+
+
+def test_a_plane_workdir_given_by_the_caller_becomes_0700(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workdir = tmp_path / "kept" / "plane"
+    workdir.mkdir(parents=True)
+    os.chmod(workdir, 0o755)
+
+    class Reached(Exception):
+        pass
+
+    def stop_before_any_process(self: ControlPlane) -> dict[str, Path]:
+        raise Reached
+
+    monkeypatch.setattr(ControlPlane, "_resolve_binaries", stop_before_any_process)
+    plane = ControlPlane("minimal", version="1.37.2", workdir=workdir)
+    with pytest.raises(Reached):
+        plane.start()
+    assert mode(workdir) == 0o700
+
+
+def test_a_kept_plane_state_directory_is_0700(tmp_path: Path) -> None:
+    state_dir = tmp_path / "clusters" / "kept"
+    state_dir.mkdir(parents=True)
+    os.chmod(state_dir, 0o755)  # as every kept plane before this fix left it
+    lock = supervisor.hold_lock(state_dir)
+    try:
+        assert mode(state_dir) == 0o700
+    finally:
+        lock.close()
