@@ -100,10 +100,12 @@ e2e-kind: kind-standins ## E2E on `make kind-up`'s cluster (created if missing; 
 		--envtest-cluster-name=$(KIND_CLUSTER) --junitxml=artifacts/junit-kind.xml $(SPLIT_ARGS) $(PYTEST_ARGS)
 	$(if $(SHARDS),,$(PY) hack/skipcheck.py artifacts/junit-kind.xml --max-skipped 0.5)
 
-kind-smoke: kind-standins ## the CI smoke set on `make kind-up`'s cluster (-m kind_smoke)
+# A smoke test that skips proves nothing: both smoke targets fail on any skip (hack/skipcheck.py).
+kind-smoke: kind-standins ## the CI smoke set on `make kind-up`'s cluster (-m kind_smoke); fails on a skip
 	env $(STANDIN_ENV) timeout $(KIND_SMOKE_TIMEOUT) $(PY) -m pytest $(KIND_SMOKE_PATHS) -m kind_smoke -rs \
 		--envtest-backend=kind --envtest-cluster-name=$(KIND_CLUSTER) --junitxml=artifacts/junit-kind-smoke.xml \
 		$(PYTEST_ARGS)
+	$(PY) hack/skipcheck.py artifacts/junit-kind-smoke.xml --max-skipped 0
 
 # In-cluster, as kubebuilder's E2E does it: the image built without a registry (BASE_IMAGE: Debian's
 # python3 and a local wheelhouse), `kind load`ed, `make deploy`ed with its RBAC; the stand-ins set.
@@ -122,9 +124,11 @@ kind-deploy: kind-standins ## the operator's image built here, loaded into kind 
 
 # No conversion endpoint here: the run would re-point the deployed CRD at this host, and leave it pointing
 # at an endpoint that is gone; the deployed operator is tested with the CRD as `make deploy` applied it.
-kind-deployed-smoke: $(VENV)/.installed ## the smoke test of `make kind-deploy`'s operator
+kind-deployed-smoke: $(VENV)/.installed ## the smoke test of `make kind-deploy`'s operator; fails on a skip
 	$(PY) -m pytest tests/e2e/test_deployed_operator.py -m kind_deployed -rs --envtest-backend=kind \
-		--envtest-cluster-name=$(KIND_CLUSTER) -o envtest_conversion_webhook= $(PYTEST_ARGS)
+		--envtest-cluster-name=$(KIND_CLUSTER) -o envtest_conversion_webhook= \
+		--junitxml=artifacts/junit-kind-deployed.xml $(PYTEST_ARGS)
+	$(PY) hack/skipcheck.py artifacts/junit-kind-deployed.xml --max-skipped 0
 
 kind-undeploy: $(VENV)/.installed ## remove `make kind-deploy`'s operator (CRD and RBAC stay)
 	$(KUBECTL) --kubeconfig $(KIND_KUBECONFIG) delete -f operator/config/manager.yaml --ignore-not-found --wait

@@ -5,10 +5,13 @@
 
 Default: a generated suite in a temp dir (each test: a namespace, the reference operator in-process
 with the project's RBAC, one MySQLCluster converging to Running, teardown with the finalizer
-processed), run with `-n 0` and then `-n 2`, each once as configured and once with
-`envtest_prepare_next = false` (the wall times side by side). The plugin appends each fixture's timing to
+processed), run with `-n 0` and then `-n 2`. The plugin appends each fixture's timing to
 $ENVTEST_TIMINGS (`envtest.plugin.context`); per test, the overhead is their sum: namespace_create +
 operator_start + operator_teardown + namespace_delete (the budget is 0.15 s median, issue 13).
+
+`--against PYTHON --pairs 5`: the same generated suite's wall time under this interpreter's harness and
+under another install's (say a checkout of an older commit), in alternating pairs at `-n 0` and `-n 2`
+(A B B A …) → benchmarks/results/harness_against.json.
 
 `--suite`: `pytest tests/e2e` of this repository, `-n 2` and `-n 0` alternating so that neither
 always runs first (n2 n0 n0 n2 n2 n0 … for `--repeat 3`), each run's wall time recorded. Long:
@@ -34,7 +37,7 @@ from benchmeta import run_metadata
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PARTS = ("namespace_create", "operator_start", "operator_teardown", "namespace_delete")
-BACKGROUND = ("prepared_ahead", "namespace_release")
+BACKGROUND = ("namespace_release",)
 BUDGET = 0.15
 """Seconds: the median per-test overhead issue 13 asks for."""
 
@@ -91,8 +94,7 @@ def per_test(timings: Path) -> list[dict[str, Any]]:
 
 
 def background(timings: Path) -> dict[str, Any]:
-    """What runs beside the tests, not waited for by them: the next test's namespace and identity made
-    ahead, and finished tests' namespaces released (see envtest.plugin.ahead)."""
+    """What runs beside the tests, not waited for by them: finished tests' namespaces released."""
     seconds: dict[str, list[float]] = defaultdict(list)
     if timings.exists():
         for line in timings.read_text().splitlines():
@@ -111,13 +113,13 @@ def overhead(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_pytest(args: list[str], cwd: Path, timings: Path, log: Path | None = None) -> tuple[float, Any]:
+def run_pytest(
+    args: list[str], cwd: Path, timings: Path, log: Path | None = None, python: str = sys.executable
+) -> tuple[float, Any]:
     timings.unlink(missing_ok=True)
     env = {**os.environ, "ENVTEST_TIMINGS": str(timings)}
     began = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *args], cwd=cwd, env=env, capture_output=True, text=True
-    )
+    proc = subprocess.run([python, "-m", "pytest", *args], cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - began
     if log is not None:
         log.write_text(proc.stdout + proc.stderr)
@@ -137,19 +139,16 @@ def bench_overhead(tests: int) -> dict[str, Any]:
         (workdir / "pytest.ini").write_text(INI)
         (workdir / "test_bench.py").write_text(TESTS.format(n=tests))
         for workers in (0, 2):
-            for ahead in (True, False):
-                mode = f"n{workers}" + ("" if ahead else "_prepare_next_off")
-                timings = workdir / f"timings-{mode}.jsonl"
-                args = ["-q", "-p", "no:cacheprovider", "-n", str(workers)]
-                args += [] if ahead else ["-o", "envtest_prepare_next=false"]
-                wall, proc = run_pytest(args, workdir, timings)
-                if proc.returncode != 0:
-                    raise SystemExit(
-                        f"benchmark suite failed ({mode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}"
-                    )
-                walls[mode] = round(wall, 1)
-                rows[mode] = per_test(timings)
-                beside[mode] = background(timings)
+            mode = f"n{workers}"
+            timings = workdir / f"timings-{mode}.jsonl"
+            wall, proc = run_pytest(["-q", "-p", "no:cacheprovider", "-n", str(workers)], workdir, timings)
+            if proc.returncode != 0:
+                raise SystemExit(
+                    f"benchmark suite failed ({mode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}"
+                )
+            walls[mode] = round(wall, 1)
+            rows[mode] = per_test(timings)
+            beside[mode] = background(timings)
     per_mode = {mode: overhead(r) for mode, r in rows.items()}
     return {
         **meta,
@@ -164,9 +163,73 @@ def bench_overhead(tests: int) -> dict[str, Any]:
         "generated_suite_wall_seconds": walls,
         "samples": rows,
         "note": "n2: two xdist workers on one shared control plane (and on the machine's two cores): "
-        "the parts include waiting for the other worker; the wall includes starting the plane once. "
-        "*_prepare_next_off: the same suite with ini envtest_prepare_next=false (nothing made ahead, "
-        "releases at once), for the wall time; background_seconds is what ran beside the tests",
+        "the parts include waiting for the other worker; the wall includes starting the plane once; "
+        "background_seconds is what ran beside the tests",
+    }
+
+
+# -- --against: this harness against another install, on the same generated suite ----------------
+
+
+def bench_against(peer: str, pairs: int, tests: int) -> dict[str, Any]:
+    """Alternating pairs (A B, B A, …) per worker count, so neither install always runs first."""
+    meta = run_metadata()
+    where = subprocess.run(  # from a neutral folder: a checkout's ./envtest would shadow the install
+        [peer, "-c", "import envtest, pathlib; print(pathlib.Path(envtest.__file__).resolve().parent)"],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    ).stdout.strip()
+    peer_commit = (
+        subprocess.run(
+            ["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or "unknown"
+    )
+    samples: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="envtest-bench-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "pytest.ini").write_text(INI)
+        (workdir / "test_bench.py").write_text(TESTS.format(n=tests))
+        for i in range(pairs):
+            for workers in (0, 2):
+                order = [("this", sys.executable), ("peer", peer)]
+                for who, python in order if i % 2 == 0 else order[::-1]:
+                    args = ["-q", "-p", "no:cacheprovider", "-n", str(workers)]
+                    wall, proc = run_pytest(args, workdir, workdir / "timings.jsonl", python=python)
+                    tail = (proc.stdout.strip().splitlines() or [""])[-1]
+                    samples.append(
+                        {
+                            "pair": i,
+                            "who": who,
+                            "workers": workers,
+                            "wall_seconds": round(wall, 2),
+                            "summary": tail,
+                        }
+                    )
+                    print(f"pair {i} n{workers} {who}: {wall:.1f}s {tail}", flush=True)
+                    if proc.returncode != 0:
+                        raise SystemExit(f"{who} failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    result: dict[str, Any] = {}
+    for workers in (0, 2):
+        walls = {
+            who: [s["wall_seconds"] for s in samples if s["who"] == who and s["workers"] == workers]
+            for who in ("this", "peer")
+        }
+        result[f"n{workers}"] = {
+            **{who: summary(w) for who, w in walls.items()},
+            "ratio_this_over_peer": round(
+                statistics.median(walls["this"]) / statistics.median(walls["peer"]), 3
+            ),
+        }
+    return {
+        **meta,
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+        "what": f"wall seconds of the generated {tests}-test suite (bench_harness's), this install against "
+        "a peer install, alternating pairs per worker count",
+        "peer": {"python": peer, "envtest": where, "commit": peer_commit},
+        "wall_seconds": result,
+        "samples": samples,
     }
 
 
@@ -235,8 +298,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="--suite: pairs of runs (default 3)")
     parser.add_argument("--logs", type=Path, default=None, help="--suite: where each run's output goes")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: benchmarks/results/…)")
+    parser.add_argument("--against", metavar="PYTHON", help="a peer install's interpreter (see the doc)")
+    parser.add_argument("--pairs", type=int, default=5, help="--against: pairs per worker count (default 5)")
     args = parser.parse_args()
-    if args.suite:
+    if args.against:
+        result, target = bench_against(args.against, args.pairs, args.tests), RESULTS / "harness_against.json"
+    elif args.suite:
         logs = args.logs or Path(tempfile.mkdtemp(prefix="envtest-bench-suite-"))
         result, target = bench_suite(args.repeat, logs), RESULTS / "harness_suite.json"
     else:

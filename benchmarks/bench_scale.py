@@ -38,10 +38,10 @@ from typing import Any
 import requests
 from bench_requests import WRITES, Key, apiserver_counts, ours
 from benchmeta import ROOT, run_metadata
-from mysql_operator import resources
 from peers import conformance, launch
 
 from envtest import ControlPlane, binaries
+from mysql_operator import resources
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 RSS_GOAL_MB = 100.0

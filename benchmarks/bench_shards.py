@@ -58,6 +58,8 @@ def timed_run(label: str, cmd: list[str], junit: Path, log: Path) -> dict[str, A
     wall = round(time.monotonic() - start, 2)
     counts = outcome(junit)
     print(f"bench_shards: {label}: {wall:.1f}s, exit {rc}, {counts}", file=sys.stderr, flush=True)
+    if rc:  # the log goes with the temp dir: what went wrong must reach the terminal
+        print("\n".join(log.read_text().splitlines()[-40:]), file=sys.stderr, flush=True)
     return {"label": label, "wall_s": wall, "exit": rc, **counts}
 
 

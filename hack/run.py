@@ -16,19 +16,25 @@ from pathlib import Path
 import yaml
 
 from envtest import ControlPlane, LocalCluster, commands, objects
+from envtest.clusters import Cluster
 from envtest.plane.process import ManagedProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from samplewait import Outcome, SampleWait, WaitFailed  # hack/ is no package: found on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "api" / "samples" / "mysqlcluster_minimal.yaml"
 NAMESPACE = "default"
 SERVICE_ACCOUNT = "mysql-operator"
+PREFIX = "make run"
+"""Who is talking, in front of each line (hack/run_kind.py sets its own)."""
 
 
 def say(message: str) -> None:
-    print(f"[make run] {message}", flush=True)
+    print(f"[{PREFIX}] {message}", flush=True)
 
 
-def bind_operator(cluster: LocalCluster) -> Path:
+def bind_operator(cluster: Cluster) -> Path:
     for source, doc in objects.load_manifests([ROOT / "operator" / "config" / "rbac.yaml"]):
         objects.apply(cluster.session, cluster.server, doc, source=source)
     objects.apply(
@@ -54,21 +60,31 @@ def bind_operator(cluster: LocalCluster) -> Path:
     )
 
 
-def wait_running(cluster: LocalCluster, name: str, operator: ManagedProcess, timeout: float = 180.0) -> None:
-    url = f"{cluster.server}/apis/db.example.com/v1beta1/namespaces/{NAMESPACE}/mysqlclusters/{name}"
-    last, deadline = None, time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not operator.running:
-            raise SystemExit(f"the operator exited; its log:\n{operator.log_tail()}")
-        status = cluster.session.get(url, timeout=10).json().get("status") or {}
-        seen = (status.get("phase"), status.get("readyReplicas"))
-        if seen != last:
-            say(f"{name}: phase={seen[0] or '-'} readyReplicas={seen[1] or 0}")
-            last = seen
-        if status.get("phase") == "Running":
-            return
-        time.sleep(0.5)
-    raise SystemExit(f"{name} not Running after {timeout:.0f}s; operator log:\n{operator.log_tail()}")
+def wait_running(
+    cluster: Cluster, name: str, operator: ManagedProcess, timeout: float = 180.0, pull_hint: str = ""
+) -> Outcome:
+    """Until `name` is Running ("Running") or deleted ("deleted"); WaitFailed on a pull failure, an
+    exited operator or the timeout (hack/samplewait.py says what each prints)."""
+    wait = SampleWait(
+        cluster.session, cluster.server, NAMESPACE, name, operator, say=say, pull_hint=pull_hint
+    )
+    return wait(timeout)
+
+
+def hints(outcome: Outcome, name: str, kubeconfig: Path, kubectl: str, log: Path) -> str:
+    """What to try in another shell once the wait is over; `kubectl` is the project's (see
+    envtest.commands.kubectl): the one on PATH, if any, may be versions away from the cluster."""
+    lines = [f"export KUBECONFIG={shlex.quote(str(kubeconfig))}"]
+    if outcome == "deleted":
+        lines.append(f"{kubectl} apply -n {NAMESPACE} -f {shlex.quote(str(SAMPLE))}")
+    lines += [
+        f"{kubectl} get mysqlclusters,statefulsets,pods,pvc,svc,secrets -n {NAMESPACE}",
+        f"{kubectl} patch mysqlcluster {name} -n {NAMESPACE} --type=merge -p "
+        + shlex.quote('{"spec":{"replicas":3}}'),
+        f"tail -f {shlex.quote(str(log))}",
+    ]
+    said = "the sample is Running" if outcome == "Running" else f"{name} was deleted"
+    return f"{said}. Try, in another shell:\n" + "\n".join(f"    {line}" for line in lines)
 
 
 def _interrupt(_signum: int, _frame: object) -> None:
@@ -112,23 +128,18 @@ def main() -> int:
             {**sample, "metadata": {**sample["metadata"], "namespace": NAMESPACE}},
         )
         say(f"applied {SAMPLE.relative_to(ROOT)}")
-        wait_running(cluster, sample["metadata"]["name"], operator)
-        kc = shlex.quote(str(plane.kubeconfig))
+        name = sample["metadata"]["name"]
+        outcome = wait_running(cluster, name, operator)
         # The plane's own kubectl by absolute path: none may be on PATH, or one of another version.
         kubectl = commands.kubectl(plane.version)
-        say("the sample is Running. Try, in another shell:")
-        print(
-            f"    export KUBECONFIG={kc}\n"
-            f"    {kubectl} get mysqlclusters,statefulsets,pods,pvc,svc,secrets -n {NAMESPACE}\n"
-            f"    {kubectl} patch mysqlcluster {sample['metadata']['name']} --type=merge -p "
-            '\'{"spec":{"replicas":3}}\'\n'
-            f"    tail -f {shlex.quote(str(operator.log_path))}",
-            flush=True,
-        )
+        say(hints(outcome, name, plane.kubeconfig, kubectl, operator.log_path))
         say("Ctrl-C stops the operator and the control plane.")
         while operator.running:
             time.sleep(1)
         say(f"the operator exited unexpectedly; its log:\n{operator.log_tail()}")
+        return 1
+    except WaitFailed as exc:
+        say(str(exc))
         return 1
     except KeyboardInterrupt:
         say("stopping")

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 import requests
-from mysql_operator import resources
-from mysql_operator.api import FINALIZER
 
 from envtest import ABSENT, assert_matches, condition, eventually
+from mysql_operator import resources
+from mysql_operator.api import FINALIZER
 
 Obj = dict[str, Any]
 PATHS = {

@@ -135,7 +135,7 @@ def test_relative_xdg_cache_home_is_ignored(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_bad_version_names_the_variable(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("ENVTEST_K8S_VERSION", "latest")
+    monkeypatch.setenv("ENVTEST_K8S_VERSION", "newest")
     with pytest.raises(ConfigError, match="ENVTEST_K8S_VERSION"):
         binaries.cache_dir()
 

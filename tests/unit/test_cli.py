@@ -88,3 +88,26 @@ def test_up_with_other_settings_than_the_running_plane_fails_naming_them(cluster
     assert "components" not in out.stderr.split("other settings")[1]
     assert same.returncode == 0, same.stderr
     assert same.stdout.startswith("export KUBECONFIG=")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pytest.ini", "[pytest]\nenvtest_operator_cli = python -m myop run\n"),
+        ("pyproject.toml", '[tool.pytest.ini_options]\nenvtest_operator_cli = "python -m myop run"\n'),
+        ("setup.cfg", "[tool:pytest]\nenvtest_operator_cli = python -m myop run\n"),
+    ],
+)
+def test_the_attach_hint_is_the_projects_own_command(tmp_path: Path, name: str, text: str) -> None:
+    from envtest.cli import project_operator_cli
+
+    (tmp_path / name).write_text(text)
+    assert project_operator_cli(tmp_path) == "python -m myop run"
+
+
+def test_no_attach_hint_without_the_projects_command(tmp_path: Path) -> None:
+    from envtest.cli import project_operator_cli
+
+    assert project_operator_cli(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-q'\n")
+    assert project_operator_cli(tmp_path) is None

@@ -72,7 +72,7 @@ def test_configured_project_gets_header_and_short_names_but_its_own_fixture_wins
     [
         ("envtest_crds = missing/crd\n", {}, "*envtest_crds: *missing/crd: no such file or directory*"),
         ("envtest_crds = bad.yaml\n", {}, "*envtest_crds: *bad.yaml: not valid YAML*"),
-        ("envtest_job_pods = hold\n", {"ENVTEST_K8S_VERSION": "latest"}, "*ENVTEST_K8S_VERSION='latest'*"),
+        ("envtest_job_pods = hold\n", {"ENVTEST_K8S_VERSION": "1.20"}, "*ENVTEST_K8S_VERSION='1.20'*"),
         ("envtest_job_pod = hold\n", {}, "*unknown ini key envtest_job_pod: did you mean envtest_job_pods?*"),
         ("envtest_job_pods = hold\n", {"ENVTEST_KIND_IMAGES": "x"}, "*did you mean ENVTEST_KIND_IMAGE?*"),
     ],

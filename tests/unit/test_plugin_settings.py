@@ -78,15 +78,19 @@ def test_every_known_key_and_variable_passes(
     settings.check_unknown(_config(pytester, ini))  # raises nothing
 
 
-def test_envtest_k8s_version_latest_is_a_usage_error_naming_the_variable(
+def test_envtest_k8s_version_malformed_is_a_usage_error_naming_the_variable(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ENVTEST_K8S_VERSION", "latest")
-    with pytest.raises(UsageProblem, match=r"ENVTEST_K8S_VERSION='latest' is not a Kubernetes release"):
+    monkeypatch.setenv("ENVTEST_K8S_VERSION", "newest")
+    with pytest.raises(
+        UsageProblem, match=r"ENVTEST_K8S_VERSION='newest': not a Kubernetes version selector"
+    ):
         settings.resolve(_config(pytester, ""))
     monkeypatch.delenv("ENVTEST_K8S_VERSION")
-    with pytest.raises(UsageProblem, match=r"--envtest-k8s-version .*'1\.37' is not a Kubernetes release"):
-        settings.resolve(_config(pytester, "", "--envtest-k8s-version=1.37"))
+    with pytest.raises(
+        UsageProblem, match=r"--envtest-k8s-version .*'1\.20': Kubernetes 1\.20 is not supported"
+    ):
+        settings.resolve(_config(pytester, "", "--envtest-k8s-version=1.20"))
 
 
 @pytest.mark.parametrize(

@@ -32,3 +32,15 @@ def test_run_fails_when_most_tests_were_skipped_or_none_ran(
     tmp_path: Path, passed: int, skipped: int, code: int
 ) -> None:
     assert skipcheck.main([str(_report(tmp_path, passed, skipped)), "--max-skipped", "0.5"]) == code
+
+
+def test_a_smoke_set_fails_on_a_single_skip_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(tmp_path, 5, 1)
+    assert skipcheck.main([str(report), "--max-skipped", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "6 tests, 1 skipped" in out
+    assert "1x needs the local backend" in out
+    assert "skipped: t::s0" in out
+    assert skipcheck.main([str(_report(tmp_path, 5, 0)), "--max-skipped", "0"]) == 0

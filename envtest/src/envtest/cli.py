@@ -3,7 +3,7 @@
 envtest up                 # start (state under ~/.cache/envtest/clusters/<name>), print exports
 eval "$(envtest env)"      # point kubectl and the operator at it
 envtest down               # stop it; nothing is left behind
-envtest binaries install|path|list
+envtest binaries install|path|list|cleanup
 
 `python -m envtest.cli …` is the same without the console script on PATH.
 """
@@ -43,7 +43,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace, state_dir: Path) -> int:
     components = parse_components(args.components)
-    version = binaries.k8s_version(args.k8s_version)
+    version = binaries.k8s_version(args.k8s_version, source="--k8s-version")
     existing = supervisor.read_state(state_dir)
     if existing is not None:
         supervisor.check_reusable(
@@ -79,14 +79,49 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         f"# control plane {args.name!r} ready at {state.server}; stop it with: {commands.down(args.name)}",
         file=sys.stderr,
     )
-    print(
-        f"# kubectl: {commands.kubectl(state.version)} get ns\n"
-        f"# attach the reference operator: {commands.python()} -m mysql_operator run --kubeconfig "
-        f"{shlex.quote(state.kubeconfig)}",
-        file=sys.stderr,
-    )
+    print(f"# kubectl: {commands.kubectl(state.version)} get ns", file=sys.stderr)
+    attach = args.operator_cli or project_operator_cli(Path.cwd())
+    if attach:  # the project's own command; the harness knows no operator of its own
+        print(
+            f"# attach the operator: {commands.with_this_python(attach)} --kubeconfig "
+            f"{shlex.quote(state.kubeconfig)}",
+            file=sys.stderr,
+        )
     print(_exports(state))
     return 0
+
+
+def project_operator_cli(root: Path) -> str | None:
+    """ini `envtest_operator_cli` of the pytest configuration in `root` (pytest.ini, pyproject.toml,
+    tox.ini or setup.cfg, in pytest's order), or None."""
+    import configparser
+    import tomllib
+
+    for name, section in (
+        ("pytest.ini", "pytest"),
+        ("pyproject.toml", None),
+        ("tox.ini", "pytest"),
+        ("setup.cfg", "tool:pytest"),
+    ):
+        path = root / name
+        if not path.is_file():
+            continue
+        if section is None:
+            try:
+                ini = tomllib.loads(path.read_text()).get("tool", {}).get("pytest", {}).get("ini_options")
+            except tomllib.TOMLDecodeError:
+                continue
+            if ini is not None:
+                return ini.get("envtest_operator_cli") or None
+            continue
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if parser.has_section(section):
+            return parser.get(section, "envtest_operator_cli", fallback=None) or None
+    return None
 
 
 def _conversion(args: argparse.Namespace) -> supervisor.Conversion | None:
@@ -161,6 +196,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_binaries(args: argparse.Namespace) -> int:
+    if args.k8s_version is not None:  # resolved here, so an error names the option
+        args.k8s_version = binaries.k8s_version(args.k8s_version, source="--k8s-version")
     if args.action == "install":
         paths = binaries.install(
             args.names or binaries.DEFAULT_INSTALL,
@@ -176,10 +213,66 @@ def cmd_binaries(args: argparse.Namespace) -> int:
                 print(binaries.resolve(name, version=args.k8s_version))
         else:
             print(binaries.cache_dir(args.k8s_version))
+    elif args.action == "list":
+        _list_binaries()
     else:
-        for name, path in binaries.list_installed():
-            print(f"{name}\t{path}")
+        return _cleanup_binaries(dry_run=args.dry_run)
     return 0
+
+
+def _list_binaries() -> None:
+    """One line per cached release: directory, pinned or not, its binaries, where it is."""
+    from envtest.binaries import cache, versions
+
+    by_dir: dict[str, list[Path]] = {}
+    for dir_name, path in binaries.list_installed():
+        by_dir.setdefault(dir_name, []).append(path)
+    pinned = cache.pinned_versions()
+    installed = set()
+    for dir_name, paths in by_dir.items():
+        version = dir_name.rsplit("-", 2)[0]
+        installed.add(version)
+        mark = "pinned" if version in pinned else "unpinned"
+        print(f"{dir_name}\t{mark}\t{','.join(p.name for p in paths)}\t{paths[0].parent}")
+    if not by_dir:
+        print(f"# nothing installed in {binaries.cache_root()}", file=sys.stderr)
+    if any(v not in pinned for v in installed):
+        print(f"# `{commands.envtest('binaries', 'cleanup')}` removes the unpinned ones", file=sys.stderr)
+    for version in sorted(pinned - installed, key=lambda v: versions.sort_key(v) or ()):
+        install = commands.envtest("binaries", "install", "--k8s-version", version)
+        print(f"# pinned {version} is not installed: `{install}`", file=sys.stderr)
+
+
+def _cleanup_binaries(*, dry_run: bool) -> int:
+    """Remove cached releases no pin names, except those a running kept plane uses (its restarts
+    need them) and the one ENVTEST_K8S_VERSION selects (the next run would rebuild it)."""
+    import contextlib
+
+    from envtest.binaries import cache
+
+    keep: dict[str, str] = {}
+    for state_dir in supervisor.plane_dirs():
+        state = supervisor.read_state(state_dir)
+        if state is not None:
+            keep.setdefault(state.version, f"used by running plane {state.name!r}")
+    # A bad selector keeps nothing more; the run that reads it reports it.
+    with contextlib.suppress(EnvtestError):
+        if os.environ.get("ENVTEST_K8S_VERSION"):
+            keep.setdefault(binaries.k8s_version(), "selected by ENVTEST_K8S_VERSION")
+    rc = 0
+    for directory in cache.unpinned_dirs():
+        parsed = cache.parse_dir(directory)
+        why = keep.get(parsed[0]) if parsed else None
+        if why:
+            print(f"kept {directory}: {why}", file=sys.stderr)
+        elif dry_run:
+            print(f"would remove {directory}")
+        elif cache.remove_dir(directory):
+            print(f"removed {directory}")
+        else:
+            print(f"kept {directory}: an install into it is running", file=sys.stderr)
+            rc = 1
+    return rc
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -197,6 +290,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+_K8S_VERSION_HELP = (
+    "Kubernetes version: 1.36, 1.36.x, ~1.36.2, an exact 1.36.2, latest or latest-on-disk "
+    "(default: ENVTEST_K8S_VERSION, else the newest pin; supported: `python -m envtest.pins supported`)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envtest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -210,9 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(ALL_COMPONENTS),
         help="comma-separated, or 'all' / 'minimal' (default: all)",
     )
-    up.add_argument(
-        "--k8s-version", help="Kubernetes version (default: ENVTEST_K8S_VERSION or the pinned one)"
-    )
+    up.add_argument("--k8s-version", help=_K8S_VERSION_HELP)
     up.add_argument("--crd", action="append", default=[], help="CRD file or directory (repeatable)")
     up.add_argument(
         "--job-pods",
@@ -228,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--conversion-path", default="/convert", help="its endpoint path (default: /convert)")
     up.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for the start (binaries are installed before)"
+    )
+    up.add_argument(
+        "--operator-cli",
+        metavar="COMMAND",
+        help="command that attaches your operator, printed with --kubeconfig "
+        "(default: ini envtest_operator_cli of the project in this directory)",
     )
     up.set_defaults(func=cmd_up)
 
@@ -255,10 +358,17 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
     swp.set_defaults(func=cmd_sweep)
 
-    bins = sub.add_parser("binaries", help="install, locate or list control-plane binaries")
-    bins.add_argument("action", choices=["install", "path", "list"])
+    bins = sub.add_parser(
+        "binaries",
+        help="install, locate, list or clean up control-plane binaries",
+        description="install: the plane's binaries (or NAMES) of a version; path: a binary's path or the "
+        "version's cache directory; list: every cached version and its binaries; cleanup: remove cached "
+        "versions no pin names (see `python -m envtest.pins supported`).",
+    )
+    bins.add_argument("action", choices=["install", "path", "list", "cleanup"])
     bins.add_argument("names", nargs="*")
-    bins.add_argument("--k8s-version")
+    bins.add_argument("--k8s-version", help=_K8S_VERSION_HELP)
+    bins.add_argument("--dry-run", action="store_true", help="cleanup: say what would go; delete nothing")
     bins.add_argument("--offline", action="store_true", help="skip release downloads; build with go")
     bins.add_argument("--force", action="store_true", help="reinstall even if cached")
     bins.set_defaults(func=cmd_binaries)

@@ -1,23 +1,23 @@
 """Find, or install once into a per-version cache, the control-plane binaries.
 
-Versions are pinned here and nowhere else. Environment variables read by this module:
+Environment variables read by this module:
 
 - ``TEST_ASSET_<NAME>``: path of one binary, e.g. TEST_ASSET_KUBE_APISERVER (wins over everything).
 - ``KUBEBUILDER_ASSETS``: a directory holding binaries (as controller-runtime's envtest reads it).
-- ``ENVTEST_K8S_VERSION``: the Kubernetes version to use instead of the pinned one.
+- ``ENVTEST_K8S_VERSION``: a version selector (``1.36``, ``1.36.x``, ``~1.36.2``, ``1.36.2``, ``latest``,
+  ``latest-on-disk``; see envtest.binaries.versions) to use instead of the newest pin.
 - ``ENVTEST_OFFLINE=1``: never try release downloads; build with go from the module proxy straight away.
 - ``ENVTEST_KWOK_STAGES``: a directory of kwok Stage YAMLs to use instead of the installed ones.
 - ``XDG_CACHE_HOME``: the cache lives in ``${XDG_CACHE_HOME:-~/.cache}/envtest/k8s/<ver>-<os>-<arch>/``.
 - download base URLs: see envtest.binaries.download.
 
-Versions are pinned in envtest.pins.
+Versions are pinned in envtest.pins: a Kubernetes patch per supported minor, with that minor's etcd
+and kwok. Each version's binaries live in their own cache directory, side by side.
 """
 
 from __future__ import annotations
 
 import os
-import platform
-import re
 import shutil
 import sys
 import tempfile
@@ -26,9 +26,11 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from envtest.binaries import download, gobuild
+from envtest.binaries import download, gobuild, versions
+from envtest.binaries.cache import INSTALL_LOCK, cache_root, parse_dir, platform_tag, versions_on_disk
+from envtest.binaries.cache import executable as _executable
 from envtest.errors import BinaryNotFound, ConfigError, InstallError
-from envtest.pins import PINNED
+from envtest.pins import PINNED, SUPPORTED, MinorPins, for_minor
 
 COMPONENT_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 CLIENT_BINARIES = ("kubectl",)  # not a plane component; installed with the plane so printed commands work
@@ -39,7 +41,6 @@ KWOK_STAGES = "kwok-stages"
 
 Progress = Callable[[str], None]
 
-_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "ppc64le": "ppc64le"}
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 _ADVICE = (
     "To use binaries you already have, set KUBEBUILDER_ASSETS=<dir with the binaries> or "
@@ -52,23 +53,23 @@ def _print_progress(line: str) -> None:
     print(f"envtest: {line}", file=sys.stderr, flush=True)
 
 
-def platform_tag() -> tuple[str, str]:
-    """(os, arch) the way Go and the release URLs spell them, e.g. ('linux', 'amd64')."""
-    machine = platform.machine().lower()
-    return platform.system().lower(), _ARCH.get(machine, machine)
-
-
-def k8s_version(version: str | None = None) -> str:
-    """The Kubernetes version without a leading 'v': the argument, else ENVTEST_K8S_VERSION, else pinned."""
-    source = "version"
+def k8s_version(version: str | None = None, *, source: str = "version") -> str:
+    """The exact Kubernetes release (no leading 'v') a selector names: the argument, else
+    ENVTEST_K8S_VERSION, else the newest pin. Selectors: envtest.binaries.versions; an exact release
+    resolves to itself, so resolving twice is harmless. A bad one is a ConfigError naming ``source``
+    (the option it came from) or ENVTEST_K8S_VERSION."""
     if version is None:
         version, source = os.environ.get("ENVTEST_K8S_VERSION") or PINNED.kubernetes, "ENVTEST_K8S_VERSION"
-    norm = version.strip().removeprefix("v")
-    if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", norm):
-        raise ConfigError(
-            f"{source}={version!r} is not a Kubernetes release version like {PINNED.kubernetes}"
-        )
-    return norm
+    try:
+        return versions.select(version, on_disk=versions_on_disk, where=str(cache_root()))
+    except ConfigError as exc:
+        raise ConfigError(f"{source}={version!r}: {exc}") from None
+
+
+def minor_pins(version: str) -> MinorPins:
+    """The pins of the minor of ``version`` (an exact release); the newest pin's for a minor without
+    one, which only a version that bypassed k8s_version() can have."""
+    return for_minor(version) or SUPPORTED[-1]
 
 
 def _offline_from_env() -> bool:
@@ -76,13 +77,6 @@ def _offline_from_env() -> bool:
     if value not in _TRUE + _FALSE:
         raise ConfigError(f"ENVTEST_OFFLINE={value!r}: use one of 1, true, yes, on, 0, false, no, off")
     return value in _TRUE
-
-
-def cache_root() -> Path:
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    # The XDG spec says relative values are invalid and must be ignored.
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "envtest" / "k8s"
 
 
 def cache_dir(version: str | None = None) -> Path:
@@ -116,10 +110,6 @@ def kwok_stages_dir(
 
 def _env_name(name: str) -> str:
     return "TEST_ASSET_" + name.upper().replace("-", "_")
-
-
-def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
 
 
 def _lookup(name: str, version: str, looked: list[str]) -> Path | None:
@@ -248,7 +238,7 @@ def _install(
     report = progress or _print_progress
     skip_download = _offline_from_env() if offline is None else offline
     dest.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(dest / ".install.lock")
+    lock = FileLock(dest / INSTALL_LOCK)
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -318,7 +308,7 @@ def _install_locked(
         if "kwok stages" in left and _executable(dest / "kwok"):
             try:
                 if not _has_stages(staging):
-                    gobuild.fetch_kwok_stages(PINNED.kwok, staging / KWOK_STAGES, report)
+                    gobuild.fetch_kwok_stages(minor_pins(ver).kwok, staging / KWOK_STAGES, report)
                 _publish_dir(staging / KWOK_STAGES, dest / KWOK_STAGES)
                 installed.add("kwok stages")
             except InstallError as exc:
@@ -340,7 +330,9 @@ def _install_locked(
 
 
 def _component_version(name: str, k8s: str) -> str:
-    return {"etcd": PINNED.etcd, "kwok": PINNED.kwok}.get(name, k8s)
+    """etcd and kwok come in their own versions, the ones pinned for the minor of ``k8s``."""
+    pins = minor_pins(k8s)
+    return {"etcd": pins.etcd, "kwok": pins.kwok}.get(name, k8s)
 
 
 Build = tuple[list[str], Callable[[Progress], None]]  # (names one build delivers, the build)
@@ -353,10 +345,11 @@ def _builders(names: list[str], ver: str, staging: Path) -> list[Build]:
     if kube:
         builds.append((kube, lambda p: gobuild.build_kube(kube, ver, staging, p)))
     if "etcd" in names:
-        builds.append((["etcd"], lambda p: gobuild.build_etcd(PINNED.etcd, staging, p)))
+        etcd = _component_version("etcd", ver)
+        builds.append((["etcd"], lambda p: gobuild.build_etcd(etcd, staging, p)))
     if "kwok" in names:
-        stages = staging / KWOK_STAGES
-        builds.append((["kwok"], lambda p: gobuild.build_kwok(PINNED.kwok, staging, stages, p)))
+        stages, kwok = staging / KWOK_STAGES, _component_version("kwok", ver)
+        builds.append((["kwok"], lambda p: gobuild.build_kwok(kwok, staging, stages, p)))
     return builds
 
 
@@ -391,16 +384,22 @@ def _publish_dir(src: Path, dst: Path) -> None:
 
 
 def list_installed() -> list[tuple[str, Path]]:
-    """Every cached version directory and its binaries, as (directory name, binary path) pairs, sorted.
+    """Every cached version directory and its binaries, as (directory name, binary path) pairs, oldest
+    release first (1.36.10 after 1.36.4).
 
     The directory name is ``<ver>-<os>-<arch>``; half-finished installs (hidden temp dirs) are skipped.
     """
     root = cache_root()
     if not root.is_dir():
         return []
+
+    def order(d: Path) -> tuple[object, ...]:
+        parsed = parse_dir(d)
+        return (versions.sort_key(parsed[0]) or (), d.name) if parsed else ((), d.name)
+
     return [
         (d.name, d / name)
-        for d in sorted(root.iterdir())
+        for d in sorted(root.iterdir(), key=order)
         if d.is_dir() and not d.name.startswith(".")
         for name in KNOWN_BINARIES
         if _executable(d / name)

@@ -86,7 +86,7 @@ class ControlPlane:
         cert_valid_days: int = 7,
     ) -> None:
         self.components = parse_components(components)
-        self.version = version or binaries.k8s_version()
+        self.version = binaries.k8s_version(version)  # a selector (`1.36`, `latest`) → its exact release
         self.crd_paths = [Path(p) for p in crds]
         self.job_pods = job_pods
         self.start_timeout = start_timeout

@@ -69,7 +69,8 @@ def envtest_namespace(envtest_context: TestContext, envtest_cluster: Cluster) ->
 @pytest.fixture
 def envtest_operator_factory(request: pytest.FixtureRequest) -> Any:
     """The operator under test: ini `envtest_operator = package.module:factory`, or override this
-    fixture. Called as `factory(api_factory, namespace=…)`; returns an object with start/stop/errors."""
+    fixture. Called as `factory(api_factory, …)` with whichever of namespace, kubeconfig, kube and k8s
+    it names (`envtest.plugin.runner`); returns an object with start/stop/errors."""
     factory = _session(request.config).settings.operator_factory()
     if factory is None:
         pytest.fail(

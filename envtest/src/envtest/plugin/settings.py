@@ -261,22 +261,21 @@ def _check_conversion(spec: str | None, backend: str, host: str | None) -> None:
         raise UsageProblem(f"envtest_conversion_webhook = {exc}") from None
 
 
-def _check_version(version: str | None) -> None:
-    """A version the resolver would refuse (`latest`, `1.37`) is a usage error now, not a crash in
-    the report header or a failed first test."""
+def _check_version(version: str | None) -> str:
+    """The exact release the selector `version` names (`1.36`, `latest`, …: envtest.binaries.versions;
+    None: ENVTEST_K8S_VERSION, else the newest pin), resolved once here so every part of the run
+    (header, plane, kept-plane check) sees the same one even for `latest-on-disk`. A selector the
+    resolver refuses is a usage error now, not a crash in the report header or a failed first test;
+    the message names its source and lists the supported minors."""
     from envtest.binaries.resolver import k8s_version
     from envtest.errors import ConfigError
-    from envtest.pins import PINNED
 
     try:
-        k8s_version(version)  # None: checks ENVTEST_K8S_VERSION, and the message names it
+        # None: checks ENVTEST_K8S_VERSION, and the message names it
+        exact = k8s_version(version, source="--envtest-k8s-version (ini envtest_k8s_version)")
     except ConfigError as exc:
-        if version is None:
-            raise UsageProblem(str(exc)) from None
-        raise UsageProblem(
-            f"--envtest-k8s-version (ini envtest_k8s_version): {version!r} is not a Kubernetes "
-            f"release version like {PINNED.kubernetes}"
-        ) from None
+        raise UsageProblem(str(exc)) from None
+    return exact
 
 
 def resolve(config: pytest.Config) -> Settings:
@@ -288,7 +287,7 @@ def resolve(config: pytest.Config) -> Settings:
         components = parse_components(values["components"] or "all")
     except ConfigError as exc:
         raise UsageProblem(f"--envtest-components: {exc}") from None
-    _check_version(values["k8s-version"])
+    version = _check_version(values["k8s-version"])
     root = config.rootpath
     kubeconfig = values["kubeconfig"]
     loggers = tuple(config.getini("envtest_operator_loggers") or ())
@@ -300,7 +299,7 @@ def resolve(config: pytest.Config) -> Settings:
         _check_conversion(conversion, values["backend"], explicit_host(config))
     return Settings(
         backend=values["backend"],
-        version=values["k8s-version"],
+        version=version,
         components=components,
         job_pods=values["job-pods"],
         keep=bool(values["keep"]),
