@@ -27,34 +27,35 @@ def envtest_operator_factory() -> Any:
     return factory
 
 
-def _whoami(session: Any, server: str) -> str:
-    resp = session.post(f"{server}/{REVIEW}", json=BODY, timeout=10)
+def _whoami(session: Any, server: str, limit: float) -> str:
+    resp = session.post(f"{server}/{REVIEW}", json=BODY, timeout=limit)
     assert resp.status_code == 201, resp.text
     return str(resp.json()["status"]["userInfo"]["username"])
 
 
 def test_the_operators_requests_are_its_service_account_even_after_admin_calls(
-    operator: Any, envtest_operator_factory: Any, namespace: str, cluster: Any
+    operator: Any, envtest_operator_factory: Any, namespace: str, cluster: Any, timeouts: Any
 ) -> None:
+    limit = timeouts(10)
     (api_factory,) = envtest_operator_factory.made
     clients = [api_factory() for _ in range(3)]
     expected = f"system:serviceaccount:{namespace}:envtest-operator"
-    admin = _whoami(cluster.session, cluster.server)
+    admin = _whoami(cluster.session, cluster.server, limit)
     assert admin != expected
     seen = []
     for client in clients:  # operator, admin, operator, admin, …: no pooled connection mixes them up
-        seen.append(_whoami(client.session, client.url))
-        assert _whoami(cluster.session, cluster.server) == admin
+        seen.append(_whoami(client.session, client.url, limit))
+        assert _whoami(cluster.session, cluster.server, limit) == admin
     assert seen == [expected] * len(clients)
     # And concurrently, as an operator's informers and workers call at once.
     results: list[str] = []
     threads = [
-        threading.Thread(target=lambda c=c: results.append(_whoami(c.session, c.url)))
+        threading.Thread(target=lambda c=c: results.append(_whoami(c.session, c.url, limit)))
         for c in clients + clients
     ]
     for thread in threads:
         thread.start()
-    admin_again = _whoami(cluster.session, cluster.server)
+    admin_again = _whoami(cluster.session, cluster.server, limit)
     for thread in threads:
         thread.join()
     assert results == [expected] * len(threads)

@@ -75,7 +75,7 @@ def _env(tmp_path: Path, run_id: str, kubeconfig: str, signals: Path) -> dict[st
     return env
 
 
-def _labelled(cluster: ExistingCluster, run_id: str) -> list[str]:
+def _labelled(cluster: ExistingCluster, run_id: str, limit: float) -> list[str]:
     """`Kind/name` of every object still carrying the run's label (namespaces gone for good only)."""
     left = []
     for path, kind in (
@@ -85,14 +85,14 @@ def _labelled(cluster: ExistingCluster, run_id: str) -> list[str]:
         ("apis/coordination.k8s.io/v1/namespaces/envtest-runs/leases", "Lease"),
     ):
         resp = cluster.session.get(
-            f"{cluster.server}/{path}", params={"labelSelector": f"envtest.io/run={run_id}"}, timeout=10
+            f"{cluster.server}/{path}", params={"labelSelector": f"envtest.io/run={run_id}"}, timeout=limit
         )
         left += [f"{kind}/{i['metadata']['name']}" for i in resp.json().get("items", [])]
     return left
 
 
-def _nothing_left(cluster: ExistingCluster, run_id: str) -> None:
-    left = _labelled(cluster, run_id)
+def _nothing_left(cluster: ExistingCluster, run_id: str, limit: float) -> None:
+    left = _labelled(cluster, run_id, limit)
     assert left == [], f"run {run_id} left {left}"
 
 
@@ -101,7 +101,7 @@ def test_sweep_removes_a_killed_run_and_leaves_a_live_one(tmp_path: Path, timeou
     name = f"sweep-{os.getpid()}"
     base_env = _env(tmp_path, "unused", "", tmp_path)
     up = subprocess.run(
-        [*cli, "up", "--name", name], capture_output=True, text=True, env=base_env, timeout=600
+        [*cli, "up", "--name", name], capture_output=True, text=True, env=base_env, timeout=timeouts(600)
     )
     assert up.returncode == 0, up.stderr
     kubeconfig = next(
@@ -141,30 +141,38 @@ def test_sweep_removes_a_killed_run_and_leaves_a_live_one(tmp_path: Path, timeou
         eventually(both_ready, timeout=timeouts(240), interval=0.2)
         killed, _ = runs["killed0001"]
         os.killpg(killed.pid, signal.SIGKILL)
-        killed.wait(timeout=30)
-        assert _labelled(cluster, "killed0001"), "the killed run left nothing: the test proves nothing"
+        killed.wait(timeout=timeouts(30))
+        assert _labelled(cluster, "killed0001", timeouts(10)), (
+            "the killed run left nothing: the test proves nothing"
+        )
 
         sweep = subprocess.run(
             [*cli, "sweep", "--kubeconfig", kubeconfig],
             capture_output=True,
             text=True,
             env=base_env,
-            timeout=120,
+            timeout=timeouts(120),
         )
         assert sweep.returncode == 0, sweep.stderr
         assert "dead run killed0001" in sweep.stdout
         assert "live run living0001" in sweep.stdout
-        eventually(lambda: _nothing_left(cluster, "killed0001"), timeout=timeouts(120), interval=0.5)
+        eventually(
+            lambda: _nothing_left(cluster, "killed0001", timeouts(10)), timeout=timeouts(120), interval=0.5
+        )
 
         living, signals = runs["living0001"]
         (signals / "go").touch()
-        out, _ = living.communicate(timeout=300)
+        out, _ = living.communicate(timeout=timeouts(300))
         assert living.returncode == 0, out
         assert "2 passed" in out
-        eventually(lambda: _nothing_left(cluster, "living0001"), timeout=timeouts(120), interval=0.5)
+        eventually(
+            lambda: _nothing_left(cluster, "living0001", timeouts(10)), timeout=timeouts(120), interval=0.5
+        )
     finally:
         for proc in procs:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-        subprocess.run([*cli, "down", "--name", name], capture_output=True, env=base_env, timeout=120)
+                proc.wait(timeout=timeouts(30))
+        subprocess.run(
+            [*cli, "down", "--name", name], capture_output=True, env=base_env, timeout=timeouts(120)
+        )

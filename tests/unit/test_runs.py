@@ -3,6 +3,7 @@ leaves nothing — judged by its owner process and its heartbeat, not by age alo
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -209,3 +210,13 @@ def test_a_record_is_written_renewed_and_deleted() -> None:
     record.stop()
     assert api.names(runs.LEASES) == set()
     assert "api/v1/namespaces" in {k.removeprefix(f"{SERVER}/") for k in api.items}, "its namespace was made"
+
+
+def test_a_zombie_owner_is_dead() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        holder = runs.holder_identity(proc.pid)
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie now
+        assert runs.process_alive(holder) is False
+    finally:
+        proc.wait()

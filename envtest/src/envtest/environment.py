@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from envtest.errors import UsageProblem
 
 VARIABLES: dict[str, str] = {
-    "ENVTEST_K8S_VERSION": "Kubernetes version of the local binaries (default: the pinned one)",
+    "ENVTEST_K8S_VERSION": "Kubernetes version selector: 1.36, 1.36.x, 1.36.4, latest, latest-on-disk",
     "ENVTEST_OFFLINE": "1: no release downloads, build the binaries with go straight away",
     "ENVTEST_KWOK_STAGES": "directory of kwok Stage YAMLs to use instead of the installed ones",
     "ENVTEST_K8S_RELEASE_URL": "mirror of the Kubernetes release downloads",

@@ -84,7 +84,9 @@ def process_alive(identity: str) -> bool | None:
     if host != socket.gethostname():
         return None
     try:
-        return abs(psutil.Process(pid_n).create_time() - started_f) < 0.05
+        proc = psutil.Process(pid_n)
+        # A zombie has finished: only its parent has not collected its exit status yet.
+        return abs(proc.create_time() - started_f) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:  # it exists; not ours to judge
