@@ -66,12 +66,6 @@ def make_api() -> Callable[[Any], Api]:
     return lambda cluster: Api(cluster.session, cluster.server, Timeouts(cluster.backend))
 
 
-@pytest.fixture(scope="session")
-def timeouts(cluster: Any) -> Timeouts:
-    """Timeouts that fit the backend: `eventually(check, timeout=timeouts(60))` (60 s on the local plane)."""
-    return Timeouts(cluster.backend)
-
-
 @pytest.fixture
 def mysql(api: Api, namespace: str, timeouts: Timeouts) -> MySQLClusters:
     """The MySQLClusters of the test's namespace and their children (kind profile on kind)."""

@@ -7,13 +7,13 @@ operator's public contract (users find their Secret by it), so a rename must bre
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from envtest import assert_matches, eventually
+from envtest.timeouts import Timeouts  # the harness's scaling, re-exported for the suite
 from mysql_operator.runtime.manager import WRITE_VERBS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,32 +41,8 @@ RETAINED = "db.example.com/retained"
 
 Obj = dict[str, Any]
 
-TIMEOUT_SCALE = {"local": 1.0, "existing": 4.0, "kind": 6.0}
 """How much longer than on the local plane things take per backend: kwok makes a pod Ready at once,
 a kubelet pulls mysql and waits for it to start (tens of seconds on a 2-CPU runner)."""
-
-
-class Timeouts:
-    """Timeouts written for the local plane, stretched for the backend in use
-    (ENVTEST_TIMEOUT_SCALE overrides): `eventually(check, timeout=timeouts(60))`.
-
-    Every wait in tests/e2e goes through one of these, at the call site: helpers take seconds already
-    scaled and default to a scaled value, so nothing is stretched twice and nothing is missed
-    (tests/unit/test_e2e_timeouts.py fails on a number written out as a timeout)."""
-
-    def __init__(self, backend: str) -> None:
-        override = os.environ.get("ENVTEST_TIMEOUT_SCALE")
-        self.backend = backend
-        self.scale = float(override) if override else TIMEOUT_SCALE.get(backend, 4.0)
-
-    def __call__(self, seconds: float) -> float:
-        return seconds * self.scale
-
-
-def scaled(cluster: Any, seconds: float) -> float:
-    """`seconds` written for the local plane, stretched for `cluster`'s backend: for helpers that are
-    handed a cluster rather than the `timeouts` fixture."""
-    return Timeouts(cluster.backend)(seconds)
 
 
 def kind_profile(manifest: Obj) -> Obj:

@@ -29,7 +29,7 @@ def _inner_env(kubeconfig: Path) -> dict[str, str]:
     [("kopf_widgets", 3), ("client_configmaps", 4)],
 )
 def test_example_suite_passes_with_its_pytest_ini_alone(
-    example: str, tests: int, envtest_cluster: Any, tmp_path: Path
+    example: str, tests: int, envtest_cluster: Any, tmp_path: Path, timeouts: Any
 ) -> None:
     folder = EXAMPLES / example
     assert not (folder / "conftest.py").exists(), "the examples show that no glue is needed"
@@ -55,7 +55,7 @@ def test_example_suite_passes_with_its_pytest_ini_alone(
         env=_inner_env(envtest_cluster.kubeconfig),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeouts(600),
     )
     output = f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
     assert result.returncode == 0, output

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.envtest_local
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ("shared-a", "shared-b")
 """Run ids: `shared-a` outlives `shared-b` and checks nothing of its own was swept with it."""
-INNER_TIMEOUT = 300.0
+INNER_SECONDS = 300.0
 """Seconds for one inner run (an operator start and one reconcile on a loaded 2-core machine: ≈ 15 s)."""
 
 INNER_TEST = """
@@ -97,7 +98,7 @@ def test_converges_beside_the_other_run(operator, namespace, cluster, kube):
 
 
 @pytest.fixture
-def shared_plane(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+def shared_plane(tmp_path: Path, timeouts: Any) -> Iterator[tuple[Path, dict[str, str]]]:
     """An `envtest up` plane (the namespace controller included, so deleted namespaces really go),
     with its state in a temporary XDG dir; stopped afterwards."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -109,20 +110,24 @@ def shared_plane(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeouts(300),
     )
     assert up.returncode == 0, up.stderr
     try:
         yield Path(up.stdout.strip().split("=", 1)[1].strip("'")), env
     finally:
         down = subprocess.run(
-            [*envtest, "down", "--name", "shared"], env=env, capture_output=True, text=True, timeout=120
+            [*envtest, "down", "--name", "shared"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeouts(120),
         )
         assert down.returncode == 0, down.stderr
 
 
 def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
-    shared_plane: tuple[Path, dict[str, str]], tmp_path: Path
+    shared_plane: tuple[Path, dict[str, str]], tmp_path: Path, timeouts: Any
 ) -> None:
     kubeconfig, env = shared_plane
     project = tmp_path / "project"
@@ -146,7 +151,7 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
         procs[run] = subprocess.Popen(cmd, cwd=project, env=run_env, stdout=log, stderr=subprocess.STDOUT)
     try:
         for run in reversed(RUNS):  # shared-b first: shared-a waits for it to have finished
-            procs[run].wait(timeout=INNER_TIMEOUT)
+            procs[run].wait(timeout=timeouts(INNER_SECONDS))
             (sync / f"{run}.finished").write_text("")
     finally:
         for proc in procs.values():
@@ -172,7 +177,9 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
             "apis/rbac.authorization.k8s.io/v1/clusterroles",
             "apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         ):
-            resp = session.get(f"{cluster.server}/{path}", params={"labelSelector": selector}, timeout=10)
+            resp = session.get(
+                f"{cluster.server}/{path}", params={"labelSelector": selector}, timeout=timeouts(10)
+            )
             resp.raise_for_status()
             names = [item["metadata"]["name"] for item in resp.json()["items"]]
             if names:
@@ -180,6 +187,6 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
         assert left == {}, f"left on the cluster: {left}"
 
     try:
-        eventually(nothing_left, timeout=120)
+        eventually(nothing_left, timeout=timeouts(120))
     finally:
         cluster.close()

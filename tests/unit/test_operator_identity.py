@@ -244,5 +244,3 @@ def test_a_default_service_account_already_there_costs_one_read(session: Any, tm
     name = TestContext(session, "tests/x.py::test_one").create_namespace(cluster)  # type: ignore[arg-type]
     assert name.startswith("test-one-")
     assert cluster.session.urls("GET") == [f"/api/v1/namespaces/{name}/serviceaccounts/default"]
-
-

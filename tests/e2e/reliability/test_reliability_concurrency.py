@@ -116,8 +116,9 @@ def test_leader_failover_one_reconciler_at_a_time_and_nothing_lost(
             timeout=scenario.timeouts(15),
         )
         takeover = time.monotonic() - killed
-        # It waits for the old lease to expire (renewTime + duration), then at most one retry period.
-        assert takeover <= LEASE["lease_duration"] + 2 * LEASE["retry_period"] + 1.0
+        # It waits for the old lease to expire (renewTime + duration), then at most one retry period;
+        # bounded through the backend's scale, as every wait here (a loaded machine stretches it).
+        assert takeover <= scenario.timeouts(LEASE["lease_duration"] + 2 * LEASE["retry_period"] + 1.0)
         seconds = scenario.wait_running()
         fault = "leader killed (lease 4 s), spec changed + cluster created"
         scenario.record(fault, seconds, compare="change", takeover=round(takeover, 3))

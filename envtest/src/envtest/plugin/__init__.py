@@ -34,6 +34,7 @@ from envtest.plugin.fixtures import (
     envtest_operator,
     envtest_operator_factory,
     envtest_private_cluster,
+    envtest_timeouts,
 )
 from envtest.plugin.state import CTX_KEY, SESSION_KEY, SHARED_DIR
 
@@ -49,6 +50,7 @@ __all__ = [
     "envtest_operator",
     "envtest_operator_factory",
     "envtest_private_cluster",
+    "envtest_timeouts",
 ]
 
 

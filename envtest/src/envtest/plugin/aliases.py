@@ -1,4 +1,5 @@
-"""Short fixture names — `cluster`, `kube`, `k8s`, `namespace`, `operator`, `faults`, `private_cluster`.
+"""Short fixture names — `cluster`, `kube`, `k8s`, `namespace`, `operator`, `faults`, `private_cluster`,
+`timeouts`.
 
 Registered by `pytest_configure` only for a project that configured the plugin (an `envtest_*` ini
 key or an `--envtest-*` option): these names are generic, and
@@ -60,3 +61,9 @@ def faults(envtest_faults: FaultProxy) -> FaultProxy:
 def private_cluster(envtest_private_cluster: Cluster) -> Cluster:
     """`envtest_private_cluster`: a control plane of this test's own."""
     return envtest_private_cluster
+
+
+@pytest.fixture(scope="session")
+def timeouts(envtest_timeouts: Any) -> Any:
+    """`envtest_timeouts`: `timeouts(60)` → 60 s scaled for the backend."""
+    return envtest_timeouts

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from envtest.plugin.context import TestContext
     from envtest.plugin.runner import OperatorRunner
     from envtest.plugin.session import ClusterSession
+    from envtest.timeouts import Timeouts
 
 
 def _session(config: pytest.Config) -> ClusterSession:
@@ -44,6 +45,15 @@ def envtest_kube(envtest_cluster: Cluster) -> Any:
 def envtest_k8s(envtest_cluster: Cluster) -> Any:
     """A `kubernetes.client.ApiClient` with admin rights."""
     return envtest_cluster.k8s
+
+
+@pytest.fixture(scope="session")
+def envtest_timeouts(envtest_cluster: Cluster) -> Timeouts:
+    """Timeouts written for the local plane, stretched for the backend: `timeouts(60)` is 60 s
+    locally, 360 s on kind (ENVTEST_TIMEOUT_SCALE overrides; see `envtest.timeouts`)."""
+    from envtest.timeouts import Timeouts
+
+    return Timeouts(envtest_cluster.backend)
 
 
 @pytest.fixture
@@ -146,4 +156,5 @@ __all__ = [
     "envtest_operator",
     "envtest_operator_factory",
     "envtest_private_cluster",
+    "envtest_timeouts",
 ]
