@@ -176,3 +176,46 @@ def test_sweep_removes_a_killed_run_and_leaves_a_live_one(tmp_path: Path, timeou
         subprocess.run(
             [*cli, "down", "--name", name], capture_output=True, env=base_env, timeout=timeouts(120)
         )
+
+
+CRASHING = """
+import os, signal
+
+
+def test_crashes_its_worker(namespace, cluster):
+    os.kill(os.getpid(), signal.SIGKILL)  # the worker dies before any teardown or sweep of its own
+
+
+def test_survives(namespace):
+    pass
+"""
+
+
+def test_the_xdist_controller_sweeps_what_a_crashed_worker_left(tmp_path: Path, timeouts: Any) -> None:
+    cli = [sys.executable, "-m", "envtest.cli"]
+    name = f"crash-{os.getpid()}"
+    env = _env(tmp_path, "crashed001", "", tmp_path)
+    up = subprocess.run(
+        [*cli, "up", "--name", name], capture_output=True, text=True, env=env, timeout=timeouts(600)
+    )
+    assert up.returncode == 0, up.stderr
+    (kubeconfig,) = (ln.split("=", 1)[1].strip("'\"") for ln in up.stdout.splitlines() if "KUBECONFIG=" in ln)
+    try:
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "pytest.ini").write_text("[pytest]\nenvtest_backend = existing\n")
+        (project / "test_crash.py").write_text(textwrap.dedent(CRASHING))
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-q"],
+            cwd=project,
+            env={**env, "KUBECONFIG": kubeconfig},
+            capture_output=True,
+            text=True,
+            timeout=timeouts(300),
+        )
+        assert "worker 'gw" in run.stdout + run.stderr or "crashed" in run.stdout, run.stdout[-3000:]
+        assert "1 passed" in run.stdout, run.stdout[-3000:]
+        cluster = ExistingCluster(Path(kubeconfig))
+        eventually(lambda: _nothing_left(cluster, "crashed001", timeouts(10)), timeout=timeouts(120))
+    finally:
+        subprocess.run([*cli, "down", "--name", name], capture_output=True, env=env, timeout=timeouts(120))
