@@ -18,6 +18,7 @@ import yaml
 from envtest import ControlPlane, LocalCluster, commands, objects
 from envtest.clusters import Cluster
 from envtest.plane.process import ManagedProcess
+from mysql_operator.images import Images
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from samplewait import Outcome, SampleWait, WaitFailed  # hack/ is no package: found on sys.path
@@ -66,9 +67,23 @@ def wait_running(
     """Until `name` is Running ("Running") or deleted ("deleted"); WaitFailed on a pull failure, an
     exited operator or the timeout (hack/samplewait.py says what each prints)."""
     wait = SampleWait(
-        cluster.session, cluster.server, NAMESPACE, name, operator, say=say, pull_hint=pull_hint
+        cluster.session,
+        cluster.server,
+        NAMESPACE,
+        name,
+        operator,
+        say=say,
+        pull_hint=pull_hint,
+        wanted=wanted,
     )
     return wait(timeout)
+
+
+def wanted(image: str, configured: Images | None = None) -> bool:
+    """An image the operator asks for now: it runs with this process's environment, so its
+    MYSQL_OPERATOR_*_IMAGE are these. A pod stuck on another image is a leftover of an earlier run."""
+    configured = configured or Images.from_env()
+    return image == configured.backup or image.rsplit(":", 1)[0] == configured.mysql_repository
 
 
 def hints(outcome: Outcome, name: str, kubeconfig: Path, kubectl: str, log: Path) -> str:

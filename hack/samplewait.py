@@ -5,6 +5,10 @@ once what a person watching the terminal needs to know:
 - an image the sample's pods cannot pull (ErrImagePull, ImagePullBackOff, ...): the image and the
   kubelet's message, then the wait fails. The kubelet retries a pull for ever, so waiting on would
   only hide the cause (on kind: a cluster without a registry needs the test kit's stand-ins);
+- unless that image is one the operator no longer asks for (`wanted` says which it asks for): the pod
+  is a leftover of an earlier run with other settings, and a StatefulSet never replaces a pod that was
+  never Ready (kubernetes/kubernetes#67250), so it would block the sample for ever. Once its
+  StatefulSet's template has moved on, the pod is deleted (said once) and the StatefulSet makes it anew;
 - the sample deleted while waited for (someone ran `kubectl delete`): said, and the wait ends with
   "deleted" rather than failing, because the operator is still fine and the sample can be applied
   again. The caller keeps the operator running;
@@ -47,6 +51,8 @@ class Operator(Protocol):
 class Session(Protocol):
     def get(self, url: str, **kwargs: Any) -> requests.Response: ...
 
+    def delete(self, url: str, **kwargs: Any) -> requests.Response: ...
+
 
 @dataclass(frozen=True)
 class PullFailure:
@@ -58,6 +64,9 @@ class PullFailure:
     reason: str
     message: str
     """The kubelet's, as in the container's status (the registry's error is in it)."""
+    uid: str = ""
+    statefulset: str = ""
+    """The pod's controller, when it is a StatefulSet."""
 
     def __str__(self) -> str:
         said = f": {self.message}" if self.message else ""
@@ -71,22 +80,30 @@ def pull_failures(pods: Iterable[Mapping[str, Any]]) -> list[PullFailure]:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         # The spec's image is what the operator asked for; a status may carry a normalised name
         # (docker.io/library/...) or none while nothing was pulled.
-        asked = {
-            c["name"]: c.get("image", "") for c in spec.get("initContainers", []) + spec.get("containers", [])
-        }
+        asked = _images(spec)
+        meta = pod.get("metadata") or {}
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
         for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in PULL_FAILURES:
                 found.append(
                     PullFailure(
-                        pod=pod.get("metadata", {}).get("name", "?"),
+                        pod=meta.get("name", "?"),
                         container=cs.get("name", "?"),
                         image=asked.get(cs.get("name", "")) or cs.get("image", "?"),
                         reason=waiting["reason"],
                         message=" ".join(str(waiting.get("message", "")).split()),
+                        uid=meta.get("uid", ""),
+                        statefulset=owner.get("name", "") if owner.get("kind") == "StatefulSet" else "",
                     )
                 )
     return found
+
+
+def _images(pod_spec: Mapping[str, Any]) -> dict[str, str]:
+    """Container name → image, init containers included."""
+    containers = (pod_spec.get("initContainers") or []) + (pod_spec.get("containers") or [])
+    return {c["name"]: c.get("image", "") for c in containers}
 
 
 class SampleWait:
@@ -102,15 +119,18 @@ class SampleWait:
         *,
         say: Callable[[str], None],
         pull_hint: str = "",
+        wanted: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         interval: float = 0.5,
     ) -> None:
         self.session, self.namespace, self.name, self.operator = session, namespace, name, operator
-        self.say, self.pull_hint = say, pull_hint
+        self.say, self.pull_hint, self.wanted = say, pull_hint, wanted
         self.clock, self.sleep, self.interval = clock, sleep, interval
         self.cluster_url = f"{server}/apis/db.example.com/v1beta1/namespaces/{namespace}/mysqlclusters/{name}"
         self.pods_url = f"{server}/api/v1/namespaces/{namespace}/pods"
+        self.statefulsets_url = f"{server}/apis/apps/v1/namespaces/{namespace}/statefulsets"
+        self._replaced: set[str] = set()  # uids of leftover pods deleted
         self._said: str | None = None
         self._unreachable: str | None = None
 
@@ -161,12 +181,39 @@ class SampleWait:
         if resp.status_code != 200:
             return  # the cluster's own GET says what is wrong with the apiserver
         failures = pull_failures(resp.json().get("items") or [])
+        if self.wanted is not None:
+            for stale in [f for f in failures if not self.wanted(f.image)]:
+                self._replace(stale)
+            failures = [f for f in failures if self.wanted(f.image)]
         if failures:
             lines = "\n".join(f"  {f}" for f in failures)
             hint = f"\n{self.pull_hint}" if self.pull_hint else ""
             raise WaitFailed(
                 f"{self.name} cannot be Running: the kubelet cannot pull an image of its pods "
                 f"(it would retry for ever):\n{lines}{hint}"
+            )
+
+    def _replace(self, stale: PullFailure) -> None:
+        """Delete `stale`'s pod once its StatefulSet asks for another image in that container (before,
+        the StatefulSet would make the same pod again); the uid precondition spares a newer pod."""
+        if not stale.statefulset or stale.uid in self._replaced:
+            return
+        resp = self.session.get(f"{self.statefulsets_url}/{stale.statefulset}", timeout=REQUEST_TIMEOUT)
+        if resp.status_code != 200:
+            return
+        template = (resp.json().get("spec") or {}).get("template") or {}
+        now = _images(template.get("spec") or {}).get(stale.container)
+        if now is None or now == stale.image:
+            return  # the operator has not rewritten the template yet
+        url = f"{self.pods_url}/{stale.pod}"
+        resp = self.session.delete(url, json={"preconditions": {"uid": stale.uid}}, timeout=REQUEST_TIMEOUT)
+        if resp.status_code in (404, 409):  # gone already, or that name is a newer pod by now
+            self._replaced.add(stale.uid)
+        elif resp.status_code in (200, 202):
+            self._replaced.add(stale.uid)
+            self.say(
+                f"pod {stale.pod} was stuck pulling {stale.image}, which its StatefulSet no longer asks "
+                f"for (now {now}); a StatefulSet never replaces a pod that was never Ready: deleted it"
             )
 
     def _note_unreachable(self, message: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from envtest import assert_matches, eventually
-from envtest.timeouts import Timeouts  # the harness's scaling, re-exported for the suite
+from envtest.timeouts import Timeouts, scaled  # noqa: F401 - the harness's scaling, re-exported for the suite
 from mysql_operator.runtime.manager import WRITE_VERBS
 
 ROOT = Path(__file__).resolve().parents[2]

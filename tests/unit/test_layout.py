@@ -59,3 +59,9 @@ def test_package_data_globs_match_files():
     for package, globs in data.items():
         for glob in globs:
             assert list((ROOT / "envtest/src" / package).glob(glob)), f"{package}: {glob} matches nothing"
+
+
+def test_no_test_module_name_is_used_twice():
+    # rootdir-relative imports without __init__.py: a second test_x.py would fail collection of both.
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []

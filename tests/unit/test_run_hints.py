@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from envtest import binaries, pins
-from mysql_operator.images import MYSQL_ENV
+from mysql_operator.images import MYSQL_ENV, Images
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,3 +91,21 @@ def test_pull_hint_with_standins_set_says_to_load_them() -> None:
     hint = run_kind.pull_hint("dev", {MYSQL_ENV: "envtest.local/mysql-standin"})
     assert f"{MYSQL_ENV}=envtest.local/mysql-standin" in hint
     assert "`make kind-standins` loads the stand-ins into cluster 'dev'" in hint
+
+
+@pytest.mark.parametrize(
+    ("image", "asked"),
+    [
+        ("envtest.local/mysql-standin:8.0", True),
+        ("envtest.local/mysql-standin:8.4", True),
+        ("envtest.local/busybox:1.35.0", True),
+        ("mysql:8.0", False),
+        ("busybox:1.36", False),
+    ],
+)
+def test_the_images_the_operator_asks_for_follow_the_environment_it_was_given(
+    image: str, asked: bool
+) -> None:
+    configured = Images(mysql_repository="envtest.local/mysql-standin", backup="envtest.local/busybox:1.35.0")
+    assert run.wanted(image, configured) is asked
+    assert run.wanted("mysql:8.0", Images()) is True  # the defaults: Docker Hub's

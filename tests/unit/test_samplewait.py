@@ -51,13 +51,22 @@ def _waiting(reason: str, message: str = "") -> dict[str, Any]:
     return {"waiting": {"reason": reason, **({"message": message} if message else {})}}
 
 
-def pod(init_state: dict[str, Any], app_state: dict[str, Any] | None = None) -> dict[str, Any]:
-    """sample-mysql-0 as the operator makes it: an init container and mysql, both of mysql:8.0."""
+def pod(
+    init_state: dict[str, Any], app_state: dict[str, Any] | None = None, image: str = "mysql:8.0"
+) -> dict[str, Any]:
+    """sample-mysql-0 of StatefulSet sample-mysql: an init container and mysql, both of `image`."""
     return {
-        "metadata": {"name": "sample-mysql-0", "labels": {"app.kubernetes.io/instance": "sample"}},
+        "metadata": {
+            "name": "sample-mysql-0",
+            "uid": f"uid-{image}",
+            "labels": {"app.kubernetes.io/instance": "sample"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "sample-mysql", "controller": True}
+            ],
+        },
         "spec": {
-            "initContainers": [{"name": "configure", "image": "mysql:8.0"}],
-            "containers": [{"name": "mysql", "image": "mysql:8.0"}],
+            "initContainers": [{"name": "configure", "image": image}],
+            "containers": [{"name": "mysql", "image": image}],
         },
         "status": {
             "phase": "Pending",
@@ -86,6 +95,9 @@ class World:
         """Overrides the cluster's GET (an error status) while set."""
         self.unreachable = False
         self.pods: list[dict[str, Any]] = []
+        self.template_image = "mysql:8.0"
+        """The image the StatefulSet's pod template names now."""
+        self.deleted: list[tuple[str, Any]] = []
         self.now, self.sleeps = 1000.0, 0
         self.steps = steps or {}
         self.said: list[str] = []
@@ -103,7 +115,18 @@ class World:
         if url.endswith("/api/v1/namespaces/default/pods"):
             assert kwargs["params"] == {"labelSelector": "app.kubernetes.io/instance=sample"}
             return _response(200, {"kind": "PodList", "items": self.pods})
+        if url.endswith("/apis/apps/v1/namespaces/default/statefulsets/sample-mysql"):
+            containers = [{"name": n, "image": self.template_image} for n in ("configure", "mysql")]
+            spec = {"initContainers": containers[:1], "containers": containers[1:]}
+            return _response(200, {"spec": {"template": {"spec": spec}}})
         raise AssertionError(f"unexpected GET {url}")
+
+    def delete(self, url: str, **kwargs: Any) -> requests.Response:
+        assert kwargs.get("timeout"), "every DELETE has a timeout"
+        assert url.endswith("/api/v1/namespaces/default/pods/sample-mysql-0"), url
+        self.deleted.append((url.rsplit("/", 1)[-1], kwargs["json"]))
+        self.pods = []  # the StatefulSet controller makes it anew (steps set what it becomes)
+        return _response(200, {"kind": "Pod"})
 
     # -- the clock ---------------------------------------------------------------------------------
     def clock(self) -> float:
@@ -123,7 +146,7 @@ class World:
     def log_tail(self) -> str:
         return "operator log tail"
 
-    def wait(self, timeout: float = 60.0, hint: str = "") -> str:
+    def wait(self, timeout: float = 60.0, hint: str = "", wanted: Callable[[str], bool] | None = None) -> str:
         waiting = samplewait.SampleWait(
             self,
             SERVER,
@@ -132,6 +155,7 @@ class World:
             self,
             say=self.said.append,
             pull_hint=hint,
+            wanted=wanted,
             clock=self.clock,
             sleep=self.sleep,
             interval=INTERVAL,
@@ -265,3 +289,41 @@ def test_the_timeout_is_measured_on_the_injected_clock() -> None:
     with pytest.raises(samplewait.WaitFailed, match="sample not Running after 10s"):
         world.wait(timeout=10)
     assert world.sleeps == int(10 / INTERVAL)
+
+
+STANDIN = "envtest.local/mysql-standin:8.0"
+
+
+def standins_only(image: str) -> bool:
+    return image.startswith("envtest.local/")
+
+
+def test_a_pod_left_stuck_on_an_image_no_longer_asked_for_is_replaced_not_reported() -> None:
+    # An earlier run without the stand-ins left sample-mysql-0 pulling mysql:8.0 from Docker Hub; a
+    # StatefulSet never replaces a pod that was never Ready. This run's operator asks for the stand-in.
+    def operator_rewrites_template(world: World) -> None:
+        world.template_image = STANDIN
+
+    def new_pod_runs(world: World) -> None:
+        world.pods = [pod({"terminated": {"reason": "Completed"}}, {"running": {}}, image=STANDIN)]
+        _set_phase("Running", 1)(world)
+
+    world = World({2: operator_rewrites_template, 5: new_pod_runs})
+    world.pods = [pod(_waiting("ImagePullBackOff", BACKOFF))]
+    assert world.wait(wanted=standins_only) == "Running"
+    # Not before the template moved on (the StatefulSet would make the same pod again), then once.
+    assert world.deleted == [("sample-mysql-0", {"preconditions": {"uid": "uid-mysql:8.0"}})]
+    said = [s for s in world.said if "stuck pulling" in s]
+    assert said == [
+        f"pod sample-mysql-0 was stuck pulling mysql:8.0, which its StatefulSet no longer asks for "
+        f"(now {STANDIN}); a StatefulSet never replaces a pod that was never Ready: deleted it"
+    ]
+
+
+def test_a_pull_failure_of_an_image_still_asked_for_is_reported_even_with_leftovers_known() -> None:
+    world = World()
+    world.template_image = STANDIN
+    world.pods = [pod(_waiting("ErrImagePull", "not found"), image=STANDIN)]
+    with pytest.raises(samplewait.WaitFailed, match=f"ErrImagePull for image {STANDIN}: not found"):
+        world.wait(wanted=standins_only)
+    assert world.deleted == [] and world.sleeps == 0
