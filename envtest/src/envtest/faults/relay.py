@@ -216,7 +216,9 @@ class RelayHandler(BaseHTTPRequestHandler):
         def sever() -> None:
             cut.set()
             hard_close(self.connection)
-            upstream.shutdown()
+            # The upstream may have ended on its own already (its socket released): nothing to cut.
+            with contextlib.suppress(ValueError, OSError):
+                upstream.shutdown()
 
         stream = (info, client, sever)
         proxy._watch_opened(stream)
