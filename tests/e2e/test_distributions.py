@@ -9,6 +9,7 @@ from this repository, and each goes into a fresh virtualenv that holds nothing e
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -49,7 +50,12 @@ def _run(*argv: str | Path, env: dict[str, str] | None = None, cwd: Path | None 
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     dist = tmp_path_factory.mktemp("dist")
     for project in ("envtest", "operator"):
-        _run(sys.executable, "-m", "build", "--wheel", "--outdir", dist, ROOT / project)
+        # From a copy: a build in the tree leaves build/ there, and two xdist workers may build at once.
+        source = tmp_path_factory.mktemp("src") / project
+        shutil.copytree(
+            ROOT / project, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+        )
+        _run(sys.executable, "-m", "build", "--wheel", "--outdir", dist, source)
     (harness,) = dist.glob("kube_envtest-*.whl")
     (operator,) = dist.glob("mysqlcluster_operator-*.whl")
     return {"harness": harness, "operator": operator}

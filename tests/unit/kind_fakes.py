@@ -169,8 +169,8 @@ READY_OBJECTS: dict[str, Any] = {
 
 @contextmanager
 def ready_apiserver() -> Iterator[str]:
-    """An HTTP endpoint answering the GETs a ready kind cluster answers (readiness, /version); 404
-    for everything else. Yields its URL."""
+    """An HTTP endpoint answering the GETs a ready kind cluster answers (readiness, /version), 404
+    for any other GET, and accepting every write. Yields its URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -181,6 +181,17 @@ def ready_apiserver() -> Iterator[str]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _accept_write(self) -> None:
+            # A persistent cluster gets the run's record (envtest.runs): writes succeed, echoed back.
+            data = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"
+            self.send_response(201 if self.command == "POST" else 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_POST = do_PUT = do_DELETE = _accept_write
 
         def log_message(self, *_args: Any) -> None:
             pass

@@ -5,7 +5,6 @@ fails raising at once from start()."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -132,11 +131,9 @@ def test_a_failing_startup_fails_start_with_its_error_and_settings_are_applied(t
     operator = kopf_operator(register, settings=settings, ready_timeout=60)(
         None, namespace="ns", kubeconfig=kubeconfig
     )
-    began = time.monotonic()
+    # The error is kopf's own (not the ready timeout's message): start() returned when kopf ended.
     with pytest.raises(OperatorFailed, match="kopf did not start: ActivityError") as caught:
         operator.start()
-    waited = time.monotonic() - began
     operator.stop(timeout=10)
     assert type(caught.value.__cause__).__name__ == "ActivityError"  # kopf's, not exported
-    assert waited < 60, "start() returned when kopf ended, not at its ready timeout"
     assert seen == {"standalone": True, "scanning_disabled": True, "ultimate": None, "ours": 40}

@@ -20,6 +20,10 @@ NOW = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
 
 def _matches(labels: dict[str, str], selector: str) -> bool:
     for term in filter(None, selector.split(",")):
+        if term.startswith("!"):
+            if term[1:] in labels:
+                return False
+            continue
         key, _, value = term.partition("=")
         if (key not in labels) if not value else (labels.get(key) != value):
             return False
@@ -117,7 +121,7 @@ def gone_pid() -> int:
 
 def test_a_run_whose_process_on_this_host_is_gone_is_swept_whatever_its_heartbeat(gone_pid: int) -> None:
     api = FakeApi()
-    _record(api, "dead", "gw0", f"{socket.gethostname()}/{gone_pid}/1.00", renewed=NOW)  # fresh heartbeat
+    _record(api, "dead", "gw0", f"{runs._machine()}/{gone_pid}/1", renewed=NOW)  # fresh heartbeat
     _leftovers(api, "dead", "gw0")
     report = runs.sweep_dead(api, SERVER, cr_paths=[])  # type: ignore[arg-type]
     assert ("dead", "gw0") in report.removed
@@ -140,7 +144,7 @@ def test_a_live_process_is_never_swept_even_with_an_old_heartbeat() -> None:
 
 def test_a_reused_pid_is_not_the_owner() -> None:
     # Our own pid, started at another time: the process that wrote the record is gone.
-    holder = f"{socket.gethostname()}/{runs.holder_identity().split('/')[1]}/12.00"
+    holder = f"{runs._machine()}/{os.getpid()}/12"
     assert runs.process_alive(holder) is False
 
 
@@ -167,7 +171,7 @@ def test_objects_without_a_record_are_swept_only_once_nothing_of_theirs_is_recen
 
 def test_the_callers_own_run_is_never_judged(gone_pid: int) -> None:
     api = FakeApi()
-    _record(api, "mine", "gw0", f"{socket.gethostname()}/{gone_pid}/1.00", renewed=NOW)
+    _record(api, "mine", "gw0", f"{runs._machine()}/{gone_pid}/1", renewed=NOW)
     _leftovers(api, "mine", "gw0")
     assert runs.sweep_dead(api, SERVER, keep_runs=["mine"], cr_paths=[]).removed == {}  # type: ignore[arg-type]
     assert api.names("api/v1/namespaces") == {"ns-mine-gw0"}
@@ -175,7 +179,7 @@ def test_the_callers_own_run_is_never_judged(gone_pid: int) -> None:
 
 def test_dry_run_reports_and_deletes_nothing(gone_pid: int) -> None:
     api = FakeApi()
-    _record(api, "dead", "gw0", f"{socket.gethostname()}/{gone_pid}/1.00", renewed=NOW)
+    _record(api, "dead", "gw0", f"{runs._machine()}/{gone_pid}/1", renewed=NOW)
     _leftovers(api, "dead", "gw0")
     report = runs.sweep_dead(api, SERVER, dry_run=True, cr_paths=[])  # type: ignore[arg-type]
     assert ("dead", "gw0") in report.removed
@@ -185,7 +189,7 @@ def test_dry_run_reports_and_deletes_nothing(gone_pid: int) -> None:
 
 def test_finalizers_of_custom_resources_in_a_dead_runs_namespace_are_stripped(gone_pid: int) -> None:
     api = FakeApi()
-    _record(api, "dead", "gw0", f"{socket.gethostname()}/{gone_pid}/1.00", renewed=NOW)
+    _record(api, "dead", "gw0", f"{runs._machine()}/{gone_pid}/1", renewed=NOW)
     _leftovers(api, "dead", "gw0")
     api.add("apis/db.example.com/v1/namespaces/ns-dead-gw0/widgets", "w", {})
     api.items[f"{SERVER}/apis/db.example.com/v1/namespaces/ns-dead-gw0/widgets"]["w"]["metadata"][
@@ -220,3 +224,45 @@ def test_a_zombie_owner_is_dead() -> None:
         assert runs.process_alive(holder) is False
     finally:
         proc.wait()
+
+
+def test_another_machine_or_container_on_the_same_host_name_is_judged_by_its_heartbeat() -> None:
+    # Same host name, another PID namespace (a container with --network host): its pid says nothing.
+    holder = f"{socket.gethostname()}:other-boot:1/{os.getpid()}/1"
+    assert runs.process_alive(holder) is None
+    api = FakeApi()
+    _record(api, "beside", "gw0", holder, renewed=NOW - timedelta(seconds=30))
+    _leftovers(api, "beside", "gw0")
+    assert runs.sweep_dead(api, SERVER, cr_paths=[]).removed == {}  # type: ignore[arg-type]
+
+
+def test_objects_without_a_worker_label_are_swept_without_the_live_workers_objects() -> None:
+    api = FakeApi()
+    _record(api, "mixed", "gw0", runs.holder_identity(), renewed=NOW)
+    _leftovers(api, "mixed", "gw0")
+    old = NOW - timedelta(minutes=10)
+    api.add(
+        f"{runs.ADMISSION_API}/validatingwebhookconfigurations", "run-only", {runs.RUN_LABEL: "mixed"}, old
+    )
+    report = runs.sweep_dead(api, SERVER, cr_paths=[])  # type: ignore[arg-type]
+    assert set(report.removed) == {("mixed", "")}
+    assert api.names("api/v1/namespaces") == {"ns-mixed-gw0"}, "the live worker's namespace stays"
+    assert api.names(f"{runs.ADMISSION_API}/validatingwebhookconfigurations") == {"hook-mixed-gw0"}
+
+
+@pytest.mark.parametrize("bad", ["CI_Run_7", "-x", "a" * 41, ""])
+def test_a_run_id_that_cannot_name_objects_is_refused(bad: str) -> None:
+    with pytest.raises(runs.UsageProblem, match="ENVTEST_RUN_ID"):
+        runs.check_run_id(bad)
+
+
+def test_a_record_that_cannot_be_written_fails_the_start() -> None:
+    class Refusing(FakeApi):
+        def put(self, url: str, json: dict[str, Any], **_: Any) -> Resp:
+            return Resp({}, 422)
+
+        def post(self, url: str, json: dict[str, Any], **_: Any) -> Resp:
+            return Resp({}, 422) if "/leases" in url else super().post(url, json)
+
+    with pytest.raises(runs.EnvtestError, match="cannot write this run's record"):
+        runs.RunRecord(Refusing(), SERVER, "r1", "gw0").start()  # type: ignore[arg-type]

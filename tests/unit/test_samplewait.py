@@ -1,6 +1,7 @@
 """hack/samplewait.py, the wait of `make run` and `make run-kind`: a deleted sample ends it without a
 crash, an image the kubelet cannot pull ends it at once with the image and the kubelet's message, and
-the clock is stepped, never waited on. Pod statuses below are as a v1.37 kubelet reports them."""
+the clock is stepped, never waited on. The pull messages below are a v1.37 kubelet's, captured on a
+cluster from the offline node image asked for Docker Hub's mysql:8.0."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ NOT_FOUND = {
 PULL_MESSAGE = (
     'failed to pull and unpack image "docker.io/library/mysql:8.0": failed to resolve reference '
     '"docker.io/library/mysql:8.0": failed to do request: Head "https://registry-1.docker.io/v2/library/'
-    'mysql/manifests/8.0": dial tcp: lookup registry-1.docker.io on 10.96.0.10:53: no such host'
+    'mysql/manifests/8.0": dial tcp: lookup registry-1.docker.io on 172.21.0.1:53: no such host'
 )
 
 

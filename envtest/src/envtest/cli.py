@@ -276,10 +276,9 @@ def _cleanup_binaries(*, dry_run: bool) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from envtest import environment, runs
+    from envtest import runs
     from envtest.clusters import ExistingCluster
 
-    environment.check()
     path = args.kubeconfig or Path(os.environ.get("KUBECONFIG") or "~/.kube/config").expanduser()
     cluster = ExistingCluster(path, context=args.context)
     try:
@@ -381,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from envtest import environment
+
+        environment.check()  # a misspelt ENVTEST_* would otherwise be ignored without a word
         return int(args.func(args))
     except EnvtestError as exc:
         # One clear line for expected failures; a traceback would only bury the message.

@@ -31,13 +31,17 @@ VARIABLES: dict[str, str] = {
 }
 """Also read, as controller-runtime's envtest reads them: KUBEBUILDER_ASSETS and TEST_ASSET_<NAME>."""
 
+FOREIGN = {"ENVTEST_ASSETS_DIR"}
+"""Other tools' ENVTEST_* names (operator-sdk's Makefiles export this one): not ours, not a typo."""
+
 PREFIX = "ENVTEST_"
 
 
 def check(environ: Mapping[str, str] | None = None) -> None:
     """UsageProblem naming every unknown `ENVTEST_*` variable and the closest known name."""
     environ = os.environ if environ is None else environ
-    unknown = sorted(name for name in environ if name.startswith(PREFIX) and name not in VARIABLES)
+    known = VARIABLES.keys() | FOREIGN
+    unknown = sorted(name for name in environ if name.startswith(PREFIX) and name not in known)
     if unknown:
         raise UsageProblem("; ".join(_unknown(name) for name in unknown))
 

@@ -27,18 +27,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 
 import psutil
 import requests
 
 from envtest import objects
+from envtest.errors import EnvtestError, UsageProblem
 
 RUN_LABEL = "envtest.io/run"
 WORKER_LABEL = "envtest.io/worker"
@@ -57,6 +60,19 @@ Owner = tuple[str, str]
 """(run, worker): what one process of one run created."""
 
 
+RUN_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+"""A run id names Leases (`<run>-<worker>`) and labels: a DNS-1123 label with room for the worker."""
+
+
+def check_run_id(run: str, source: str = "ENVTEST_RUN_ID") -> str:
+    if not RUN_ID.match(run):
+        raise UsageProblem(
+            f"{source}={run!r}: use 1 to 40 lower-case letters, digits and '-', starting and ending "
+            "with a letter or digit (it names Kubernetes objects)"
+        )
+    return run
+
+
 def labels(run: str, worker: str) -> dict[str, str]:
     return {RUN_LABEL: run, WORKER_LABEL: worker}
 
@@ -68,25 +84,48 @@ def selector(run: str, worker: str | None = None) -> str:
     return ",".join(f"{k}={v}" for k, v in labels(run, worker).items())
 
 
+def _machine() -> str:
+    """This kernel and PID namespace: a host name alone is shared by containers with their own pids
+    (`--network host`), and by a machine before and after a reboot."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        pidns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return f"{socket.gethostname()}:?"
+    return f"{socket.gethostname()}:{boot}:{pidns}"
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start in clock ticks since boot (/proc/<pid>/stat, field 22): unlike a start
+    *time*, it does not move when the wall clock is stepped. None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # fields after the command name; 22nd overall
+
+
 def holder_identity(pid: int | None = None) -> str:
-    """`<host>/<pid>/<start time>`: the pid alone could be reused by another process later."""
-    proc = psutil.Process(pid or os.getpid())
-    return f"{socket.gethostname()}/{proc.pid}/{proc.create_time():.2f}"
+    """`<machine>/<pid>/<start ticks>`: the pid alone could be reused by another process later."""
+    pid = pid or os.getpid()
+    return f"{_machine()}/{pid}/{_start_ticks(pid)}"
 
 
 def process_alive(identity: str) -> bool | None:
-    """Whether the process a holder identity names still runs; None when it is another host's."""
+    """Whether the process a holder identity names still runs; None when it is not this machine's
+    (another host, container or boot): then only its heartbeat can tell."""
     try:
-        host, pid, started = identity.rsplit("/", 2)
-        pid_n, started_f = int(pid), float(started)
+        machine, pid, started = identity.rsplit("/", 2)
+        pid_n = int(pid)
     except ValueError:
         return None
-    if host != socket.gethostname():
+    if machine != _machine() or started == "None":
         return None
+    if _start_ticks(pid_n) != started:
+        return False  # gone, or the pid now names a process started at another moment
     try:
-        proc = psutil.Process(pid_n)
         # A zombie has finished: only its parent has not collected its exit status yet.
-        return abs(proc.create_time() - started_f) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
+        return psutil.Process(pid_n).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:  # it exists; not ours to judge
@@ -136,19 +175,24 @@ class RunRecord:
         self.url = f"{server}/{LEASES}/{run}-{worker}"
 
     def start(self) -> None:
+        """Write the record; EnvtestError when it cannot be written: a run without one would look
+        dead to every other run's sweep once its objects are a few minutes old."""
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RECORDS_NAMESPACE}}
         self._session.post(f"{self._server}/api/v1/namespaces", json=ns, timeout=10)  # 409: exists
-        self.renew()
+        if not self.renew():
+            raise EnvtestError(f"cannot write this run's record {self.url} (see the warning above)")
         self._thread = threading.Thread(target=self._beat, name="envtest-run-record", daemon=True)
         self._thread.start()
 
-    def renew(self) -> None:
+    def renew(self) -> bool:
         body = _lease(self.run, self.worker, holder_identity(), self._clock())
         resp = self._session.put(self.url, json=body, timeout=10)
         if resp.status_code == 404:
             resp = self._session.post(f"{self._server}/{LEASES}", json=body, timeout=10)
         if resp.status_code >= 300:
             log.warning("run record %s: %s %s", self.url, resp.status_code, resp.text[:200])
+            return False
+        return True
 
     def _beat(self) -> None:
         while not self._stop.wait(self._interval):
@@ -309,7 +353,10 @@ def sweep_dead(
             continue
         if paths is None:
             paths = all_custom_resource_paths(session, server)
-        report.removed[owner] = remove(session, server, selector(run, worker or None), paths)
+        # Objects without a worker label (older harnesses, `webhooks.install(run_id=…)`) are only
+        # those: a run-wide selector would take the live workers' objects with them.
+        chosen = selector(run, worker) if worker else f"{RUN_LABEL}={run},!{WORKER_LABEL}"
+        report.removed[owner] = remove(session, server, chosen, paths)
         session.delete(f"{server}/{LEASES}/{run}-{worker}", timeout=10)
     return report
 

@@ -115,6 +115,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: every worker labels with the controller's run id, so the controller's
+    end-of-run sweep finds what any of them (a crashed one too) left."""
+    if SESSION_KEY in node.config.stash:
+        from envtest.plugin.session import RUN_ID_KEY
+
+        node.workerinput[RUN_ID_KEY] = node.config.stash[SESSION_KEY].run_id
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """xdist controller: a worker ended; what it could not report itself is reported here."""
     config = node.config

@@ -35,13 +35,20 @@ RELEASE_FAILURES = "envtest_release_failures"
 """Key of `config.workeroutput` under which an xdist worker hands its failed releases to the controller."""
 
 
+RUN_ID_KEY = "envtest_run_id"
+"""Key of `workerinput` under which the xdist controller hands its run id to every worker."""
+
+
 def run_id(config: pytest.Config) -> str:
-    """One id for the whole run, the same in every xdist worker (labels what the run creates):
-    ENVTEST_RUN_ID (inherited by the workers) when set, else xdist's run id, else a random one."""
+    """One id for the whole run, the same in the xdist controller and every worker (labels what the
+    run creates; the controller's end-of-run sweep selects it): ENVTEST_RUN_ID when set, else the
+    controller's own, handed to each worker as it starts (`pytest_configure_node`)."""
     if os.environ.get("ENVTEST_RUN_ID"):
-        return os.environ["ENVTEST_RUN_ID"]
+        return runs.check_run_id(os.environ["ENVTEST_RUN_ID"])
     workerinput = getattr(config, "workerinput", None)
-    if workerinput and "testrunuid" in workerinput:
+    if workerinput and RUN_ID_KEY in workerinput:
+        return str(workerinput[RUN_ID_KEY])
+    if workerinput and "testrunuid" in workerinput:  # a controller without a session of its own
         return str(workerinput["testrunuid"])[:12]
     if not hasattr(config, "_envtest_run_id"):
         config._envtest_run_id = uuid.uuid4().hex[:12]  # type: ignore[attr-defined]
@@ -382,11 +389,13 @@ class ClusterSession:
             self._sweep_run()  # a crashed worker swept nothing: everything of the run goes now
         try:
             if self._cluster is not None:
-                if self.persistent:
-                    self._sweep(self._cluster)
-                if self._record is not None:
-                    self._record.stop()
-                self._cluster.close()
+                try:
+                    if self.persistent:
+                        self._sweep(self._cluster)
+                finally:
+                    if self._record is not None:
+                        self._record.stop()
+                    self._cluster.close()
         finally:
             if self._conversion is not None:  # after the plane: nothing may call it once it is gone
                 self._conversion[0].stop()
