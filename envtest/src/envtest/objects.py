@@ -94,12 +94,17 @@ def strip_finalizers(session: requests.Session, server: str, namespace: str, pat
         url = namespaced_url(server, path, namespace)
         for item in _items(session, url):
             if item["metadata"].get("finalizers"):
-                session.patch(
-                    f"{url}/{item['metadata']['name']}",
-                    data=json.dumps({"metadata": {"finalizers": None}}),
-                    headers={"Content-Type": "application/merge-patch+json"},
-                    timeout=10,
-                )
+                clear_finalizers(session, f"{url}/{item['metadata']['name']}")
+
+
+def clear_finalizers(session: requests.Session, url: str) -> None:
+    """Remove every finalizer of the object at `url` (a merge patch of null; gone already is fine)."""
+    session.patch(
+        url,
+        data=json.dumps({"metadata": {"finalizers": None}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+        timeout=10,
+    )
 
 
 def _items(session: requests.Session, url: str) -> list[dict[str, Any]]:

@@ -296,17 +296,14 @@ def remove(session: requests.Session, server: str, label_selector: str, cr_paths
         objects.strip_finalizers(session, server, name, paths)
         session.delete(f"{server}/api/v1/namespaces/{name}", timeout=10)
         gone.append(f"Namespace/{name}")
-    for api, plural, kind in (
-        (RBAC_API, "clusterrolebindings", "ClusterRoleBinding"),
-        (RBAC_API, "clusterroles", "ClusterRole"),
-        (ADMISSION_API, "validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
-        (ADMISSION_API, "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
-    ):
-        base = f"{server}/{api}/{plural}"
+    for plural, kind in (("clusterrolebindings", "ClusterRoleBinding"), ("clusterroles", "ClusterRole")):
+        base = f"{server}/{RBAC_API}/{plural}"
         for item in _items(session, base, {"labelSelector": label_selector}):
             session.delete(f"{base}/{item['metadata']['name']}", timeout=10)
             gone.append(f"{kind}/{item['metadata']['name']}")
-    return gone
+    from envtest.webhooks.install import sweep as sweep_webhooks  # deferred: ssl/http.server stay unloaded
+
+    return gone + sweep_webhooks(session, server, label_selector)
 
 
 def server_now(session: requests.Session, server: str) -> datetime:

@@ -9,7 +9,6 @@ without finalizers costs one extra list.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 
 import requests
 
-from envtest.objects import namespaced_url
+from envtest.objects import clear_finalizers, namespaced_url
 
 FIRST_POLL = 0.05
 """Seconds before the first re-list; doubled after each, up to `MAX_POLL`."""
@@ -76,12 +75,7 @@ def strip_finalizers(
     """Last resort so a namespace can go away when its operator could not finish (e.g. it crashed).
     `remaining` as `Swept.remaining` gives it; an object already gone is no error."""
     for path, name in remaining:
-        session.patch(
-            f"{namespaced_url(server, path, namespace)}/{name}",
-            data=json.dumps({"metadata": {"finalizers": None}}),
-            headers={"Content-Type": "application/merge-patch+json"},
-            timeout=10,
-        )
+        clear_finalizers(session, f"{namespaced_url(server, path, namespace)}/{name}")
 
 
 def wait_for_object(

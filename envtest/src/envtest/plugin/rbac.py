@@ -148,10 +148,3 @@ def discover_scopes(
             for res in resp.json().get("resources", []):
                 scopes.setdefault(group, {}).setdefault(res["name"].split("/", 1)[0], bool(res["namespaced"]))
     return scopes
-
-
-def delete_labelled(session: requests.Session, server: str, selector: str) -> None:
-    """Delete the ClusterRoleBindings and ClusterRoles that match `selector` (best effort: teardown
-    and the sweep must go on)."""
-    for plural in ("clusterrolebindings", "clusterroles"):
-        session.delete(f"{server}/{RBAC_API}/{plural}", params={"labelSelector": selector}, timeout=10)
