@@ -56,8 +56,8 @@ from envtest import assert_matches, eventually
 
 @pytest.mark.parametrize("i", range({n}))
 def test_converges(i, operator, namespace, cluster):
-    base = f"{{cluster.server}}/apis/db.example.com/v1beta1/namespaces/{{namespace}}/mysqlclusters"
-    body = {{"apiVersion": "db.example.com/v1beta1", "kind": "MySQLCluster",
+    base = f"{{cluster.server}}/apis/db.example.com/v1/namespaces/{{namespace}}/mysqlclusters"
+    body = {{"apiVersion": "db.example.com/v1", "kind": "MySQLCluster",
              "metadata": {{"name": "bench"}}, "spec": {{"replicas": 1, "storage": {{"size": "1Gi"}}}}}}
     assert cluster.session.post(base, json=body, timeout=10).status_code == 201
 

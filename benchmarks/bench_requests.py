@@ -86,12 +86,12 @@ def run(clusters: int, workers: int) -> dict[str, Any]:
         try:
             op_before = operator_counts(manager)
             before = apiserver_counts(session, server)
-            base = f"{server}/apis/db.example.com/v1beta1/namespaces/{NAMESPACE}/mysqlclusters"
+            base = f"{server}/apis/db.example.com/v1/namespaces/{NAMESPACE}/mysqlclusters"
             own: Counter[Key] = Counter()
             began = time.monotonic()
             for i in range(clusters):
                 body = {
-                    "apiVersion": "db.example.com/v1beta1",
+                    "apiVersion": "db.example.com/v1",
                     "kind": "MySQLCluster",
                     "metadata": {"name": f"db{i:03d}"},
                     "spec": {"replicas": 1, "storage": {"size": "1Gi"}},

@@ -49,7 +49,7 @@ RSS_GOAL_MB = 100.0
 CREATE_THREADS = 8
 QUIET_TAIL = 3.0
 """Seconds counted after the last cluster is Running: writes its last status write triggers."""
-CLUSTERS = "/apis/db.example.com/v1beta1/namespaces/{ns}/mysqlclusters"
+CLUSTERS = "/apis/db.example.com/v1/namespaces/{ns}/mysqlclusters"
 STATEFULSETS = "/apis/apps/v1/namespaces/{ns}/statefulsets"
 CHILD_PATHS = {
     "Secret": "/api/v1/namespaces/{ns}/secrets",
@@ -62,7 +62,7 @@ Obj = dict[str, Any]
 def cluster_body(i: int) -> Obj:
     spec = {"replicas": 1, "storage": {"size": "1Gi"}}
     return {
-        "apiVersion": "db.example.com/v1beta1",
+        "apiVersion": "db.example.com/v1",
         "kind": "MySQLCluster",
         "metadata": {"name": f"db{i:04d}"},
         "spec": spec,

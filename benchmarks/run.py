@@ -19,6 +19,7 @@ SCRIPTS: list[list[str]] = [
     ["bench_scale.py", "--sizes", "100"],
     ["bench_webhooks.py"],
     ["bench_reliability.py"],
+    ["bench_failover.py"],
 ]
 
 

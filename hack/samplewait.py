@@ -127,7 +127,7 @@ class SampleWait:
         self.session, self.namespace, self.name, self.operator = session, namespace, name, operator
         self.say, self.pull_hint, self.wanted = say, pull_hint, wanted
         self.clock, self.sleep, self.interval = clock, sleep, interval
-        self.cluster_url = f"{server}/apis/db.example.com/v1beta1/namespaces/{namespace}/mysqlclusters/{name}"
+        self.cluster_url = f"{server}/apis/db.example.com/v1/namespaces/{namespace}/mysqlclusters/{name}"
         self.pods_url = f"{server}/api/v1/namespaces/{namespace}/pods"
         self.statefulsets_url = f"{server}/apis/apps/v1/namespaces/{namespace}/statefulsets"
         self._replaced: set[str] = set()  # uids of leftover pods deleted

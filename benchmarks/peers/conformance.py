@@ -11,7 +11,8 @@ What the reference operator promises and the E2E suite proves, asked of any impl
 * children_match_reference: every child (credentials Secret, headless and primary Services,
   StatefulSet; backup PVC and CronJob when backups are on) matches what the reference's own builders
   (`mysql_operator.resources`) make for that cluster - names, labels, owner references, specs - and
-  the Secret has no owner (it is retained with the data);
+  the Secret has no owner (it is retained with the data) and holds both the root and the
+  replication password;
 * owner_gc: deleting the backups-off cluster with propagationPolicy=Background removes it (its
   finalizer released) and the garbage collector its owned children; the Secret stays;
 * final_backup: deleting the backups-on cluster stops its database, archives the data volume with
@@ -32,11 +33,12 @@ import requests
 
 from envtest import ABSENT, assert_matches, condition, eventually
 from mysql_operator import resources
-from mysql_operator.api import FINALIZER
+from mysql_operator.api import API_VERSION, FINALIZER
+from mysql_operator.quantity import parse_quantity
 
 Obj = dict[str, Any]
 PATHS = {
-    "mysqlclusters": "/apis/db.example.com/v1beta1",
+    "mysqlclusters": f"/apis/{API_VERSION}",
     "statefulsets": "/apis/apps/v1",
     "cronjobs": "/apis/batch/v1",
     "jobs": "/apis/batch/v1",
@@ -87,7 +89,7 @@ def cluster(name: str, *, backup: bool) -> Obj:
     if backup:
         spec["backup"] = {"enabled": True}
     return {
-        "apiVersion": "db.example.com/v1beta1",
+        "apiVersion": API_VERSION,
         "kind": "MySQLCluster",
         "metadata": {"name": name},
         "spec": spec,
@@ -201,12 +203,19 @@ def gone(api: Api, resource: str, name: str) -> None:
     assert api.get(resource, name) is None, f"{resource}/{name} still there"
 
 
+def same_quantity(expected: str) -> Callable[[str], bool]:
+    """A matcher: the live quantity has `expected`'s value, whatever its spelling."""
+    return lambda live: parse_quantity(live) == parse_quantity(expected)
+
+
 def expected_children(cluster_obj: Obj) -> list[tuple[str, Obj]]:
     """What the reference builds for this live cluster, in the shape the apiserver returns it."""
     secret = resources.credentials_secret(cluster_obj)
     del secret["stringData"]  # returned as data, and a random password anyway
     secret["metadata"]["ownerReferences"] = ABSENT
-    secret["data"] = {resources.PASSWORD_KEY: lambda v: len(v) > 8}
+    secret["data"] = {
+        key: lambda v: len(v) > 8 for key in (resources.PASSWORD_KEY, resources.REPLICATION_PASSWORD_KEY)
+    }
     out = [
         ("secrets", secret),
         ("services", resources.headless_service(cluster_obj)),
@@ -214,7 +223,11 @@ def expected_children(cluster_obj: Obj) -> list[tuple[str, Obj]]:
         ("statefulsets", resources.statefulset(cluster_obj)),
     ]
     if (cluster_obj["spec"].get("backup") or {}).get("enabled"):
-        out.append(("persistentvolumeclaims", resources.backup_pvc(cluster_obj)))
+        pvc = resources.backup_pvc(cluster_obj)
+        # The apiserver stores a quantity in canonical form (the reference's `5120Mi` comes back `5Gi`).
+        requests = pvc["spec"]["resources"]["requests"]
+        requests["storage"] = same_quantity(requests["storage"])
+        out.append(("persistentvolumeclaims", pvc))
         out.append(("cronjobs", resources.backup_cronjob(cluster_obj)))
     # No deepcopy here: it would copy ABSENT too, and the matcher knows the sentinel by identity.
     return out

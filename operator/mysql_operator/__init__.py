@@ -1,4 +1,4 @@
-"""Reference MySQLCluster operator (`db.example.com/v1beta1`; v1alpha1 served) on pykube-ng.
+"""Reference MySQLCluster operator (`db.example.com/v1`; v1beta1 and v1alpha1 served) on pykube-ng.
 
     from mysql_operator import build_manager
     manager = build_manager(lambda: pykube.HTTPClient(config), namespace="demo")

@@ -1,4 +1,6 @@
 """`python -m mysql_operator run [options]`: the operator as a process.
+`python -m mysql_operator migrate-storage [options]`: re-store every object at the storage version once
+after an upgrade, then trim the CRD's storedVersions (`storage_migration.py`).
 
 Exit codes: 0 after a signal-driven stop, 1 when a runtime thread crashed or start failed,
 2 for bad input (options, kubeconfig) - reported as one line naming the file or option.
@@ -21,7 +23,9 @@ import yaml
 from . import images, logs
 from .app import build_manager
 from .credentials import TokenFile, in_cluster
+from .runtime.leader import NoElectionNamespace, election_namespace
 from .runtime.manager import ManagerError
+from .runtime.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 log = logging.getLogger("mysql_operator")
 
@@ -89,7 +93,23 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--namespace", help="watch only this namespace (default: all)")
     run.add_argument("--workers", type=int, default=2, help="concurrent reconciles (default 2)")
     run.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
-    run.add_argument("--leader-election-namespace", default="default", help="namespace of the Lease")
+    run.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the Lease (default: $POD_NAMESPACE, else the pod's ServiceAccount namespace; "
+        "required out of a cluster)",
+    )
+    run.add_argument(
+        "--queue-qps",
+        type=float,
+        default=DEFAULT_QPS,
+        help=f"failed/requeued reconciles retried per second, all keys together (default {DEFAULT_QPS:g})",
+    )
+    run.add_argument(
+        "--queue-burst",
+        type=int,
+        default=DEFAULT_BURST,
+        help=f"retries allowed at once before --queue-qps applies (default {DEFAULT_BURST})",
+    )
     run.add_argument("--metrics-port", type=int, default=8080, help="/metrics port; 0 = any free port")
     run.add_argument("--health-port", type=int, default=8081, help="/healthz and /readyz port")
     run.add_argument("--bind-address", default="127.0.0.1", help="0.0.0.0 in a pod, for kubelet probes")
@@ -98,6 +118,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", default="kv", choices=["kv", "json"])
     run.add_argument("--mysql-image", help=f"mysql repository (tag: spec.version) (${images.MYSQL_ENV})")
     run.add_argument(
+        "--mariadb-image", help=f"mariadb repository (tag: spec.version) (${images.MARIADB_ENV})"
+    )
+    run.add_argument(
         "--cert-dir",
         type=Path,
         help="serve the webhooks (conversion, validating, defaulting) with tls.crt/tls.key from here",
@@ -105,16 +128,53 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--webhook-port", type=int, default=9443, help="webhook HTTPS port (with --cert-dir)")
     run.add_argument("--webhook-bind-address", default="0.0.0.0", help="webhook listen address")
     run.add_argument("--backup-image", help=f"final-backup Job image, versioned (${images.BACKUP_ENV})")
+    migrate = sub.add_parser(
+        "migrate-storage",
+        help="after an upgrade: re-store every MySQLCluster at the storage version, then trim storedVersions",
+    )
+    migrate.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    migrate.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    migrate.add_argument(
+        "--ready-timeout", type=float, default=60.0, help="seconds to wait until the apiserver stores at v1"
+    )
+    migrate.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    migrate.add_argument("--log-format", default="kv", choices=["kv", "json"])
     return top
+
+
+def migrate_storage(args: argparse.Namespace) -> int:
+    from .storage_migration import MigrationError, migrate
+
+    config = load_config(args.kubeconfig, args.context)
+    logs.configure(args.log_level, args.log_format)
+    try:
+        outcome = migrate(client_factory(config)(), ready_timeout=args.ready_timeout)
+    except MigrationError as exc:
+        log.error("storage migration failed", extra={"error": str(exc)})
+        return 1
+    if outcome.failed:
+        log.error("storage migration incomplete, storedVersions untouched", extra={"failed": outcome.failed})
+        return 1
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers: must be at least 1, got {args.workers}")
     try:
-        images.configure(images.Images.from_env(args.mysql_image, args.backup_image))
+        images.configure(images.Images.from_env(args.mysql_image, args.backup_image, args.mariadb_image))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.queue_qps <= 0:
+        raise UsageError(f"--queue-qps: must be > 0, got {args.queue_qps:g}")
+    if args.queue_burst < 1:
+        raise UsageError(f"--queue-burst: must be at least 1, got {args.queue_burst}")
+    lease_namespace = args.leader_election_namespace
+    if args.leader_elect:
+        try:
+            lease_namespace = election_namespace(lease_namespace)
+        except NoElectionNamespace as exc:
+            raise UsageError(str(exc)) from None
     config = load_config(args.kubeconfig, args.context)
     logs.configure(args.log_level, args.log_format)
     try:
@@ -123,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             workers=args.workers,
             leader_elect=args.leader_elect,
-            leader_election_namespace=args.leader_election_namespace,
+            leader_election_namespace=lease_namespace,
+            queue_qps=args.queue_qps,
+            queue_burst=args.queue_burst,
             metrics_port=args.metrics_port,
             health_port=args.health_port,
             bind_address=args.bind_address,
@@ -195,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return run(args)
+        return migrate_storage(args) if args.command == "migrate-storage" else run(args)
     except UsageError as exc:
         print(f"mysql-operator: error: {exc}", file=sys.stderr)
         return USAGE_ERROR

@@ -1,12 +1,15 @@
-"""The MySQLCluster API at `db.example.com/v1beta1` — the hub and storage version — as pydantic models.
+"""The MySQLCluster API at `db.example.com/v1` — the hub and storage version — as pydantic models.
 
 These models are the single source of truth: `manifests.py` turns them into the CRD's structural
 schema, and the reconciler parses live objects with them, so a default lives in exactly one place.
 Attribute docstrings become the schema's descriptions (what `kubectl explain` shows).
 
-`api_v1alpha1.py` holds the older, still served spoke; `conversion.py` maps it to and from this hub.
-The operator reads and writes only this version: the apiserver converts (through the conversion
-webhook) for clients of the other one.
+The path is v1alpha1 → v1beta1 → v1. v1 has v1beta1's shape (v1beta1 was the version that settled it;
+v1 is the same contract declared stable and made the storage version), so `api_v1beta1.py` reuses these
+models. `api_v1alpha1.py` holds the oldest, still served spoke. `conversion.py` maps each spoke to and
+from this hub. The operator reads and writes only this version: the apiserver converts (through the
+conversion webhook) for clients of the others. Objects written while v1beta1 was stored are re-stored at
+v1 by `storage_migration.py`.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .engines import ENGINES, EngineName, engine
 
 GROUP = "db.example.com"
-VERSION = "v1beta1"
+VERSION = "v1"
 """The hub: the version stored in etcd and the only one the reconciler sees."""
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "MySQLCluster"
@@ -106,14 +111,60 @@ class Storage(_Model):
     """StorageClass of the data and backup volumes; unset means the cluster's default class."""
 
 
+class Restore(_Model):
+    """Start the cluster from another cluster's final backup instead of an empty datadir."""
+
+    from_cluster: str = Field(
+        alias="fromCluster", min_length=1, max_length=MAX_NAME_LENGTH, pattern=DNS1035_PATTERN
+    )
+    """Name of the source cluster, in this namespace. Its newest `final-*.tar.gz` in PVC
+    `<fromCluster>-backup` becomes pod 0's datadir (only while that datadir is empty), and its
+    credentials Secret `<fromCluster>-credentials` is copied: the restored data opens only with the
+    source's passwords. Replicas start empty and replicate from pod 0. Pods mount that backup PVC
+    read-only for the cluster's whole life, so keep it while this cluster exists."""
+
+
+def _version_rule() -> dict[str, str]:
+    """The CRD's twin of `MySQLClusterSpec._supported_version`: the apiserver refuses what the
+    operator could not drive, naming the field, before anything is created."""
+    checks = " : ".join(
+        f"self.engine == '{e.name}' ? self.version.matches(r'{e.version_pattern}')" for e in ENGINES.values()
+    )
+    return {
+        "rule": f"!has(self.version) || ({checks} : false)",
+        "fieldPath": ".version",
+        "reason": "FieldValueInvalid",
+        "message": "version is not one the operator can drive: "
+        + "; ".join(f"{e.name} needs {e.supported}" for e in ENGINES.values()),
+    }
+
+
+_RESTORE_FIXED_RULE = {
+    # The field's own rule covers a change; this one adding or removing it (a transition rule: on
+    # update only). Added later it would restore nothing (pod 0's datadir is not empty) but roll
+    # every pod; removed, the pods would roll too.
+    "rule": "has(self.restore) == has(oldSelf.restore)",
+    "fieldPath": ".restore",
+    "reason": "FieldValueForbidden",
+    "message": "restore is immutable: set it when the cluster is created, or never",
+}
+
+
 class MySQLClusterSpec(_Model):
     """Desired state of a MySQL cluster."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [_version_rule(), _RESTORE_FIXED_RULE]}
+    )
 
     replicas: int = Field(ge=1, le=9)
     """Number of MySQL pods. Pod 0 is the primary (Service `<name>-primary`); the others replicate
     from it (GTID auto-position) and are read-only."""
-    version: str = Field(default="8.0", pattern=VERSION_PATTERN, max_length=64)
-    """Tag of the `mysql` image."""
+    engine: EngineName = "mysql"
+    """Database server: `mysql` (8.0.23 or newer) or `mariadb` (10.6 or newer)."""
+    version: str | None = Field(default=None, pattern=VERSION_PATTERN, max_length=64)
+    """Tag of the engine's image, e.g. `8.4` or `10.11`; unset means 8.4 for mysql, 10.11 for mariadb.
+    Versions the operator cannot drive (mysql before 8.0.23, mariadb before 10.6) are refused."""
     storage: Storage = Field(
         json_schema_extra={
             # volumeClaimTemplates of a StatefulSet cannot change after creation.
@@ -125,6 +176,25 @@ class MySQLClusterSpec(_Model):
     """CPU and memory of each MySQL container; unset means no requests or limits."""
     backup: Backup = Field(default_factory=Backup)
     """Backup settings; backups are off unless enabled."""
+    restore: Restore | None = Field(
+        default=None,
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "restore is immutable"}]
+        },
+    )
+    """Create the cluster from another cluster's final backup. Immutable: set at creation or never."""
+
+    @model_validator(mode="after")
+    def _supported_version(self) -> MySQLClusterSpec:
+        e = engine(self.engine)
+        if self.version is not None and not e.supports(self.version):
+            raise ValueError(f"spec.version {self.version!r}: {e.name} needs {e.supported}")
+        return self
+
+    @property
+    def image_tag(self) -> str:
+        """spec.version, or the engine's default."""
+        return self.version or engine(self.engine).default_version
 
 
 class Condition(_Model):
@@ -156,6 +226,9 @@ class FinalBackupStatus(_Model):
     """When the last attempt was seen failing; the next one starts after the backoff from here."""
     last_failed_job: str | None = Field(default=None, alias="lastFailedJob", max_length=64)
     """UID of the Job counted in `attempts` last, so a repeated look never counts it twice."""
+    stopping_since: datetime | None = Field(default=None, alias="stoppingSince")
+    """When stopping the database began; database pods still there a grace period plus a margin
+    later are deleted by the operator (with a Warning Event ForcedPodDeletion)."""
     message: str | None = Field(default=None, max_length=32768)
     """What happened last, in words."""
 
@@ -178,6 +251,8 @@ class MySQLClusterStatus(_Model):
     """Ready, Progressing and Degraded."""
     final_backup: FinalBackupStatus | None = Field(default=None, alias="finalBackup")
     """Set once the cluster is being deleted with a final backup wanted."""
+    restored_from: str | None = Field(default=None, alias="restoredFrom", max_length=MAX_NAME_LENGTH)
+    """With `spec.restore`: the source cluster, set once pod 0 first became ready on the restored data."""
 
 
 class ObjectMeta(_Model):

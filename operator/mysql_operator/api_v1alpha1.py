@@ -1,8 +1,9 @@
 """The MySQLCluster API at `db.example.com/v1alpha1`: the first version, still served, no longer stored.
 
-Only what differs from the hub (`api.py`, v1beta1) is defined here; status, resources and metadata
-are shared, so the two schemas cannot drift apart where they mean the same thing. What v1alpha1
-cannot hold — `spec.storage.storageClassName`, `spec.backup.schedule.timeZone` — travels in the
+Only what differs from the hub (`api.py`, v1) is defined here; status, resources and metadata
+are shared, so the schemas cannot drift apart where they mean the same thing. What v1alpha1 cannot
+hold — `spec.engine` (v1alpha1 only knows mysql), an unset `spec.version` (v1alpha1 shows the engine's
+default), `spec.storage.storageClassName`, `spec.backup.schedule.timeZone` — travels in the
 `FIELDS_ANNOTATION` of a v1alpha1 object (see `conversion.py`), so a v1alpha1 client's read-modify-write
 loses nothing.
 """
@@ -25,7 +26,8 @@ from .api import (
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 FIELDS_ANNOTATION = f"{GROUP}/v1beta1-fields"
-"""On v1alpha1 objects only: JSON of the v1beta1 spec fields this version has no place for."""
+"""On v1alpha1 objects only: JSON of the hub's spec fields this version has no place for. Named when
+v1beta1 was the hub; kept, since objects that v1alpha1 clients hold carry it."""
 
 
 class Backup(_Model):
@@ -61,7 +63,7 @@ class MySQLClusterSpec(_Model):
 
 
 class MySQLClusterModel(_Model):
-    """A MySQL database cluster run as a StatefulSet (v1alpha1; prefer v1beta1)."""
+    """A MySQL database cluster run as a StatefulSet (v1alpha1; prefer v1)."""
 
     api_version: str | None = Field(default=None, alias="apiVersion")
     """APIVersion of this representation."""

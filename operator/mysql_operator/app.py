@@ -19,6 +19,7 @@ from .reconciler import MySQLClusterReconciler
 from .resources import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from .runtime.controller import Controller
 from .runtime.manager import Manager, ManagerOptions
+from .runtime.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from .runtime.types import Key, make_key
 
 CONTROLLER_NAME = "mysqlcluster"
@@ -30,12 +31,14 @@ def build_manager(
     namespace: str | None = None,
     workers: int = 2,
     leader_elect: bool = False,
-    leader_election_namespace: str = "default",
+    leader_election_namespace: str | None = None,
     metrics_port: int | None = 0,
     health_port: int | None = 0,
     bind_address: str = "127.0.0.1",
     identity: str | None = None,
     exit_on_lost_lease: bool = False,
+    queue_qps: float = DEFAULT_QPS,
+    queue_burst: int = DEFAULT_BURST,
 ) -> Manager:
     """A manager running the MySQLCluster controller; call `.start()`, later `.stop()`.
 
@@ -60,14 +63,18 @@ def build_manager(
     # Existence and labels are all we read of the credentials Secret (created once, never diffed);
     # its data never enters this process's caches.
     manager.configure_informer(Secret, label_selector=ours, metadata_only=True)
-    recorder = EventRecorder(KubeClient(manager.new_client()), instance=manager.identity)
+    recorder = EventRecorder(
+        KubeClient(manager.new_client()), instance=manager.identity, registry=manager.registry
+    )
+    # Events leave on the recorder's own thread, never on a reconcile's; it runs leader or not.
+    manager.add_runnable(recorder)
     client = CachedClient(KubeClient(manager.new_client()), manager.informer)
     reconciler = MySQLClusterReconciler(client, recorder=recorder)
     # The final-backup Job is not owned (it outlives the CR), so it is not watched: the reconciler
     # polls it with requeue_after while it runs. The Secret has no ownerReference (it is retained):
     # its events map to the cluster by label.
     controller = (
-        Controller(CONTROLLER_NAME, reconciler, workers=workers)
+        Controller(CONTROLLER_NAME, reconciler, workers=workers, qps=queue_qps, burst=queue_burst)
         .for_(MySQLCluster)
         .owns(StatefulSet, Service, CronJob)
         .watches(Secret, cluster_of)

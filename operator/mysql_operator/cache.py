@@ -10,6 +10,14 @@ the informer's resourceVersion (advanced by events and bookmarks) reaches ours, 
 our write and everything after it, a later deletion included. resourceVersions compare as integers
 (KEP-5504 made that an API guarantee); where one does not parse, the cache is trusted as it is.
 
+A read never answers with an object older than one the informer has delivered, nor older than our
+write: the cached object wins when its own resourceVersion is at least ours (someone wrote after
+us), ours wins when the cached one is older, and an absent cached object means "deleted after our
+write" only if the informer had caught up *before* its store was read. The informer moves its store
+and its resourceVersion together under one lock, so reading the resourceVersion first makes that
+inference sound; reading the store first would let our write arrive in between and hand back the
+stale object with the overlay already dropped.
+
 Kinds without an informer (PVCs, Jobs, Pods) and `fresh=True` reads go to the apiserver.
 """
 
@@ -37,6 +45,23 @@ def _caught_up(informer: Informer, written: Obj) -> bool:
     """Whether the informer has seen our write (or resourceVersions do not compare)."""
     seen, ours = _rv(informer.resource_version), _rv(written["metadata"].get("resourceVersion"))
     return seen is None or ours is None or seen >= ours
+
+
+def _newest(seen: str | None, cached: Obj | None, written: Obj) -> tuple[Obj | None, bool]:
+    """What a read answers given the informer's resourceVersion `seen` (read before the store), the
+    cached object and our write; and whether the cache has settled past our write (forget it)."""
+    ours = _rv(written["metadata"].get("resourceVersion"))
+    if ours is None:
+        return cached, True
+    if cached is not None:
+        theirs = _rv(cached["metadata"].get("resourceVersion"))
+        if theirs is None or theirs >= ours:
+            return cached, True
+        return written, False  # the store still holds what came before our write
+    caught_up = _rv(seen)
+    if caught_up is None or caught_up >= ours:
+        return None, True  # the informer saw our write, then a deletion
+    return written, False
 
 
 def _rv(value: object) -> int | None:
@@ -73,15 +98,16 @@ class CachedClient:
             return self.api.get(kind, namespace, name, fresh=True)
         key = make_key(namespace, name)
         self.cache_reads += 1
+        seen = informer.resource_version  # before the store: see the module docstring
         cached = informer.get(key)
         with self._lock:
             entry = self._written.get((kind.endpoint, key))
             if entry is None:
                 return cached
-            if _caught_up(informer, entry[1]):
+            answer, settled = _newest(seen, cached, entry[1])
+            if settled:
                 del self._written[(kind.endpoint, key)]
-                return cached
-        return entry[1]
+        return answer
 
     def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
         return self.api.list(kind, namespace, label_selector)
@@ -107,11 +133,25 @@ class CachedClient:
         return self._remember(kind, self.api.apply(kind, obj, force=force))  # type: ignore[attr-defined]
 
     def delete(
-        self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation_policy: str | None = None,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> bool:
         with self._lock:
             self._written.pop((kind.endpoint, make_key(namespace, name)), None)
-        return self.api.delete(kind, namespace, name, propagation_policy=propagation_policy)
+        return self.api.delete(
+            kind,
+            namespace,
+            name,
+            propagation_policy=propagation_policy,
+            uid=uid,
+            grace_period_seconds=grace_period_seconds,
+        )
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ Tests substitute an in-memory object with the same methods (the `ApiClient` prot
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Protocol
 
 import pykube
@@ -17,6 +18,8 @@ from pykube.exceptions import HTTPError
 from .api import FIELD_MANAGER
 from .kinds import Kind
 from .runtime.client import raise_for_status
+
+log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
@@ -54,8 +57,18 @@ class ApiClient(Protocol):
     ) -> Obj: ...
 
     def delete(
-        self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
-    ) -> bool: ...
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation_policy: str | None = None,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> bool:
+        """Delete; False when already gone. `uid`: only that very object (409 when replaced).
+        `grace_period_seconds`: overrides the object's own grace (0: remove the pod object now)."""
+        ...
 
     def apply(self, kind: Kind, obj: Obj, *, force: bool = True) -> Obj: ...
 
@@ -83,6 +96,40 @@ def namespace_terminating(exc: BaseException) -> bool:
     if any(c.get("type") == "NamespaceTerminating" for c in causes):
         return True
     return "because it is being terminated" in str(exc)
+
+
+def delete_exactly(
+    client: ApiClient,
+    kind: Kind,
+    obj: Obj,
+    *,
+    propagation_policy: str | None = None,
+    grace_period_seconds: int | None = None,
+) -> bool:
+    """Delete the very object `obj` we looked at, never a namesake created since (uid precondition).
+
+    True when deleted; False when it was gone already or has been replaced: a failed precondition
+    (409) means the name now holds someone else's object, which this caller has not looked at -
+    the next pass reads it and decides afresh, so the 409 is an answer, not an error to retry.
+    """
+    meta = obj["metadata"]
+    try:
+        return client.delete(
+            kind,
+            meta.get("namespace"),
+            meta["name"],
+            propagation_policy=propagation_policy,
+            uid=meta["uid"],
+            grace_period_seconds=grace_period_seconds,
+        )
+    except HTTPError as exc:
+        if error_code(exc) != CONFLICT:
+            raise
+        log.info(
+            "not deleted: replaced since read",
+            extra={"kind": kind.kind, "object": meta["name"], "namespace": meta.get("namespace")},
+        )
+        return False
 
 
 class KubeClient:
@@ -150,10 +197,23 @@ class KubeClient:
         return self._patch(kind, namespace, name, ops, _JSON_PATCH, subresource)
 
     def delete(
-        self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation_policy: str | None = None,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> bool:
-        """Delete; False when it was already gone."""
-        body = {"propagationPolicy": propagation_policy} if propagation_policy else {}
+        """Delete; False when it was already gone. With `uid`, DeleteOptions carry it as a
+        precondition: an object of the same name created since we looked answers 409, not deleted.
+        `grace_period_seconds` goes into DeleteOptions as it is (0 on a pod: `kubectl delete --force`)."""
+        body: Obj = {"propagationPolicy": propagation_policy} if propagation_policy else {}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
         response = self.api.delete(
             **self._where(kind, namespace, name),
             data=json.dumps(body),

@@ -1,18 +1,28 @@
 """Hub-and-spoke conversion of MySQLCluster objects: every version converts to and from the hub
-(`api.VERSION`, v1beta1) only, so a new version adds one pair of functions, not one per other version.
+(`api.VERSION`, v1) only, so a new version adds one pair of functions, not one per other version.
 
 It works on the raw dicts the apiserver sends, never through the pydantic models: a conversion must
 not add defaults, drop unknown fields or reorder anything the client did not ask for, and it must
 accept objects that an older schema let in. Round trips are lossless in both directions:
 
-- v1alpha1 → v1beta1 → v1alpha1 is the identity: v1beta1 holds everything v1alpha1 can say;
-- v1beta1 → v1alpha1 → v1beta1 is the identity: what v1alpha1 has no place for (`storage` beyond
-  its size, `backup.schedule` beyond its cron) is kept, as JSON, in the `FIELDS_ANNOTATION` of the
-  v1alpha1 object, and merged back when it returns. A v1alpha1 client that reads, edits and writes
-  back keeps the annotation (it is metadata) and therefore the fields.
+- v1beta1 ⇄ v1 is the identity with `apiVersion` rewritten: v1 kept v1beta1's shape (`api_v1beta1.py`).
+- v1alpha1 → v1 → v1alpha1 is the identity: v1 holds everything v1alpha1 can say. v1alpha1 knows one
+  engine, so its objects arrive at the hub with `engine: mysql` stated.
+- v1 → v1alpha1 → v1 is the identity: what v1alpha1 has no place for (an `engine` other than mysql,
+  `storage` beyond its size, `backup.schedule` beyond its cron, and any spec field it does not have
+  at all, such as `restore`) is kept, as JSON, in the
+  `FIELDS_ANNOTATION` of the v1alpha1 object, and merged back when it returns. A v1alpha1 client that
+  reads, edits and writes back keeps the annotation (it is metadata) and therefore the fields.
+- An unset hub `version` (the engine's default, decided by the operator) is shown to v1alpha1 as that
+  default, explicitly, and the annotation records `"version": null`. Were it left out, the apiserver
+  would default it with v1alpha1's own default (8.0) on the client's next write: a silent downgrade
+  for mysql, and for mariadb a version the hub refuses. On the way back, a version still equal to the
+  default shown is unset again; any other is the client's edit and is kept.
 
-The one thing not preserved is a `FIELDS_ANNOTATION` set by hand on a v1beta1 object: it means
-nothing at the hub and is replaced (or dropped) on the way to v1alpha1.
+The hub's `engine` is always there on the wire (the apiserver defaults it), which is why v1 →
+v1alpha1 → v1 gives it back stated even where a hand-built object left it out. The one thing not
+preserved is a `FIELDS_ANNOTATION` set by hand on a hub object: it means nothing there and is
+replaced (or dropped) on the way to v1alpha1.
 """
 
 from __future__ import annotations
@@ -23,7 +33,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from . import api, api_v1alpha1
+from . import api, api_v1alpha1, api_v1beta1
+from .engines import ENGINES
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +42,8 @@ Obj = dict[str, Any]
 
 HUB = api.API_VERSION
 FIELDS_ANNOTATION = api_v1alpha1.FIELDS_ANNOTATION
+V1ALPHA1_ENGINE = "mysql"
+"""The only engine v1alpha1 can stand for: its objects are this, its annotation keeps any other."""
 
 
 class ConversionError(ValueError):
@@ -58,7 +71,18 @@ def served() -> list[str]:
     return [HUB, *SPOKES]
 
 
-# -- v1alpha1 ⇄ v1beta1 --------------------------------------------------------------------------------
+# -- v1beta1 ⇄ v1: one shape ----------------------------------------------------------------------------
+
+
+def v1beta1_to_hub(obj: Obj) -> Obj:
+    return {**copy.deepcopy(obj), "apiVersion": HUB}
+
+
+def hub_to_v1beta1(obj: Obj) -> Obj:
+    return {**copy.deepcopy(obj), "apiVersion": api_v1beta1.API_VERSION}
+
+
+# -- v1alpha1 ⇄ v1 ------------------------------------------------------------------------------------
 
 
 def v1alpha1_to_hub(obj: Obj) -> Obj:
@@ -73,6 +97,10 @@ def v1alpha1_to_hub(obj: Obj) -> Obj:
     backup = spec.get("backup")
     if isinstance(backup, dict) and "schedule" in backup:
         backup["schedule"] = {"cron": backup["schedule"]}
+    engine = kept.pop("engine", V1ALPHA1_ENGINE)
+    if "version" in kept and kept.pop("version") is None and spec.get("version") == _default_version(engine):
+        del spec["version"]  # still the default shown: unset again, so the engine's default applies
+    spec["engine"] = engine
     _merge(spec, kept)
     return out
 
@@ -83,6 +111,12 @@ def hub_to_v1alpha1(obj: Obj) -> Obj:
     spec = out.get("spec")
     kept: Obj = {}
     if isinstance(spec, dict):
+        engine = spec.pop("engine", V1ALPHA1_ENGINE)
+        if engine != V1ALPHA1_ENGINE:
+            kept["engine"] = engine
+        if "version" not in spec and (default := _default_version(engine)) is not None:
+            spec["version"] = default
+            kept["version"] = None
         if "storage" in spec:
             storage = spec.pop("storage")
             rest = _split(storage, "size", lambda size: spec.__setitem__("storageSize", size))
@@ -94,17 +128,34 @@ def hub_to_v1alpha1(obj: Obj) -> Obj:
             rest = _split(schedule, "cron", lambda cron: backup.__setitem__("schedule", cron))
             if rest is not None:
                 kept["backup"] = {"schedule": rest}
+        # Any other hub field v1alpha1 has no place for (e.g. `restore`) rides in the annotation
+        # whole: left in the spec, the apiserver would prune it from the v1alpha1 object.
+        for key in [k for k in spec if k not in _V1ALPHA1_SPEC_FIELDS]:
+            kept[key] = spec.pop(key)
     _set_kept(out, kept)
     return out
 
 
+_V1ALPHA1_SPEC_FIELDS = frozenset(
+    field.alias or name for name, field in api_v1alpha1.MySQLClusterSpec.model_fields.items()
+)
+
+
 SPOKES: dict[str, tuple[Callable[[Obj], Obj], Callable[[Obj], Obj]]] = {
     api_v1alpha1.API_VERSION: (v1alpha1_to_hub, hub_to_v1alpha1),
+    api_v1beta1.API_VERSION: (v1beta1_to_hub, hub_to_v1beta1),
 }
 """apiVersion → (to hub, from hub)."""
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def _default_version(engine: Any) -> str | None:
+    """The image tag an unset version means for `engine`; None for an engine we do not know (the
+    schema lets none in, and failing would make the object unreadable, so it is passed on as is)."""
+    known = ENGINES.get(engine) if isinstance(engine, str) else None
+    return known.default_version if known else None
 
 
 def _split(value: Any, key: str, place: Callable[[Any], None]) -> Any:

@@ -15,6 +15,20 @@ failure time, so neither a requeue nor an operator restart resets the backoff.
 
 The Job has no ownerReference (it must outlive the CR), so no watch event wakes us when it finishes:
 while it runs, or while pods stop, the cluster is requeued every `POLL_SECONDS`.
+
+Stopping is bounded. The database counts as stopped only when the StatefulSet says so (its status
+has caught up with the scale to 0: `observedGeneration >= generation` and `replicas == 0`, or it is
+gone) and no database pod is left: an empty pod list alone may just mean the controller has not got
+round to it. The StatefulSet controller may never finish on its own: with OrderedReady it deletes
+pods one at a time, highest ordinal first, and refuses while a lower pod is unready. So the time the
+scale-down began is recorded (`status.finalBackup.stoppingSince`), and
+
+* `grace + STOP_MARGIN_SECONDS` later (grace: the pods' terminationGracePeriodSeconds), the
+  operator deletes the remaining pods itself, each with its uid as precondition and its own grace;
+* as long again later, pods still Terminating (their kubelet does not answer: a lost node) are
+  deleted with gracePeriodSeconds=0, as `kubectl delete --force` would.
+
+Each forced deletion is a Warning Event `ForcedPodDeletion` naming the pods.
 """
 
 from __future__ import annotations
@@ -30,8 +44,8 @@ from pykube.exceptions import HTTPError
 
 from . import resources
 from .api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION, parse_spec
-from .client import CONFLICT, INVALID, NOT_FOUND, error_code, namespace_terminating
-from .kinds import Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
+from .client import CONFLICT, INVALID, NOT_FOUND, delete_exactly, error_code, namespace_terminating
+from .kinds import Job, MySQLCluster, PersistentVolume, PersistentVolumeClaim, Pod, StatefulSet
 from .ownership import controller_of, labelled_ours
 from .runtime.types import Result
 from .status import ChildBlocked, Problem, compute_status, format_time
@@ -54,6 +68,12 @@ BACKOFF_MAX_SECONDS = 600.0
 WARN_AFTER_ATTEMPTS = 3
 """From this many failed attempts on, each failure also says how to give up (the skip annotation)."""
 TERMINATING_MESSAGE = "final backup skipped: namespace terminating"
+STOP_MARGIN_SECONDS = 30.0
+"""How long past their termination grace period database pods may take to go before the operator
+deletes them itself (and as long again past that before it deletes them with no grace)."""
+DEFAULT_GRACE_SECONDS = 30
+"""A pod's terminationGracePeriodSeconds when its spec leaves it out (the API default)."""
+FORCED = "ForcedPodDeletion"
 
 
 def wants_final_backup(cluster: Obj) -> bool:
@@ -86,6 +106,19 @@ def failure_message(job: Obj) -> str:
 def backoff(attempts: int) -> float:
     """Seconds between the `attempts`-th failure and the next attempt."""
     return min(BACKOFF_BASE_SECONDS * 2 ** min(max(attempts - 1, 0), 32), BACKOFF_MAX_SECONDS)
+
+
+def scaled_to_zero(sts: Obj) -> bool:
+    """The StatefulSet controller has seen the scale to 0 and counts no pod of it any more."""
+    status = sts.get("status") or {}
+    observed = status.get("observedGeneration")
+    generation = sts["metadata"].get("generation") or 0
+    return observed is not None and observed >= generation and status.get("replicas", 0) == 0
+
+
+def pod_grace(pod: Obj) -> int:
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return int(grace) if grace is not None else DEFAULT_GRACE_SECONDS
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -196,12 +229,16 @@ class FinalBackup:
         return self._drive_job(cluster, recorded)
 
     def _stop_database(self, cluster: Obj, recorded: Obj) -> Step | None:
-        """Scale our StatefulSet to 0 and wait until no database pod is left; None once there."""
+        """Scale our StatefulSet to 0 and wait until it says it is at 0 and no database pod is left;
+        None once there. Pods that outstay their grace are deleted (see the module's docstring)."""
         meta = cluster["metadata"]
         namespace, names = meta["namespace"], resources.Names(meta["name"])
         sts = self.r.client.get(StatefulSet, namespace, names.statefulset)
         ours = sts is not None and (controller_of(sts) or {}).get("uid") == meta["uid"]
         orphaning = "orphan" in (meta.get("finalizers") or [])
+        stopping = {**recorded, "phase": "Stopping"}
+        if not recorded.get("stoppingSince"):
+            stopping["stoppingSince"] = format_time(self.r.now())
         if sts is not None and ours and not orphaning and (sts.get("spec") or {}).get("replicas") != 0:
             patch = {
                 "spec": {"replicas": 0},
@@ -210,14 +247,12 @@ class FinalBackup:
             self.r.client.patch_merge(StatefulSet, namespace, names.statefulset, patch)
             message = f"scaled StatefulSet {names.statefulset} to 0 for a consistent final backup"
             self.r.event(cluster, "Normal", "StoppingDatabase", message)
-            return Step(
-                {**recorded, "phase": "Stopping", "message": message}, Result(requeue_after=POLL_SECONDS)
-            )
+            return Step({**stopping, "message": message}, Result(requeue_after=POLL_SECONDS))
         selector = ",".join(f"{k}={v}" for k, v in resources.pod_labels(meta["name"], "database").items())
         pods = self.r.client.list(Pod, namespace, selector)
-        if not pods:
-            return None
         if sts is not None and (not ours or orphaning):
+            if not pods:
+                return None
             # propagationPolicy=Orphan: the user keeps the StatefulSet, and mysqld keeps running on
             # the volume. A copy of a live datadir is not a backup; the data is not going away.
             message = (
@@ -226,8 +261,64 @@ class FinalBackup:
             )
             self.r.event(cluster, "Warning", "FinalBackupSkipped", message)
             return Step({**recorded, "phase": "Skipped", "message": message}, strict=True)
+        if not pods:
+            if sts is None or scaled_to_zero(sts):
+                return None
+            status = sts.get("status") or {}
+            message = (
+                f"waiting for StatefulSet {names.statefulset} to report 0 replicas (observedGeneration "
+                f"{status.get('observedGeneration')} of {sts['metadata'].get('generation')}, replicas "
+                f"{status.get('replicas')})"
+            )
+            return Step({**stopping, "message": message}, Result(requeue_after=POLL_SECONDS))
+        self._force_outstaying(cluster, stopping, pods, sts)
         message = f"waiting for {len(pods)} database pod(s) to stop before the final backup"
-        return Step({**recorded, "phase": "Stopping", "message": message}, Result(requeue_after=POLL_SECONDS))
+        return Step({**stopping, "message": message}, Result(requeue_after=POLL_SECONDS))
+
+    def _force_outstaying(self, cluster: Obj, record: Obj, pods: list[Obj], sts: Obj | None) -> None:
+        """Delete the database pods that outstay the bounds counted from `stoppingSince`."""
+        since = parse_time(record.get("stoppingSince"))
+        if since is None:
+            return
+        names = resources.Names(cluster["metadata"]["name"])
+        # Only pods of our StatefulSet (this very one while it exists): never a look-alike by labels.
+        pods = [
+            p
+            for p in pods
+            if (ref := controller_of(p)) is not None
+            and ref.get("kind") == "StatefulSet"
+            and ref.get("name") == names.statefulset
+            and (sts is None or ref.get("uid") == sts["metadata"]["uid"])
+        ]
+        if not pods:
+            return
+        grace = max(pod_grace(p) for p in pods)
+        bound = grace + STOP_MARGIN_SECONDS
+        elapsed = (self.r.now() - since).total_seconds()
+        if elapsed < bound:
+            return
+        if elapsed >= 2 * bound:
+            # Deleted and still there a grace period later: no kubelet is answering for them.
+            targets = [p for p in pods if p["metadata"].get("deletionGracePeriodSeconds") != 0]
+            how, grace_override = "with gracePeriodSeconds=0 (their node does not answer)", 0
+        else:
+            targets = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            how, grace_override = "with their own grace period", None
+        deleted = [
+            p["metadata"]["name"]
+            for p in targets
+            if delete_exactly(self.r.client, Pod, p, grace_period_seconds=grace_override)
+        ]
+        if deleted:
+            after = int(bound if grace_override is None else 2 * bound)
+            message = (
+                f"database pod(s) {', '.join(deleted)} still there {after}s after the scale to 0 "
+                f"({grace}s grace + {int(STOP_MARGIN_SECONDS)}s); deleted them {how}"
+            )
+            log.warning(
+                "forced pod deletion", extra={"cluster": cluster["metadata"]["name"], "pods": deleted}
+            )
+            self.r.event(cluster, "Warning", FORCED, message)
 
     def _drive_job(self, cluster: Obj, recorded: Obj) -> Step:
         meta = cluster["metadata"]
@@ -242,7 +333,8 @@ class FinalBackup:
                 problem = Problem("ChildConflict", message, fatal=False)
                 return Step(recorded, Result(requeue_after=POLL_SECONDS), [problem])
             # Ours, left by an earlier cluster of this name (kept for its TTL): says nothing about us.
-            self.r.client.delete(Job, namespace, names.final_backup_job, propagation_policy="Background")
+            # Replaced since we read it (409 on the uid): the next look judges the new one.
+            delete_exactly(self.r.client, Job, job, propagation_policy="Background")
             return Step(recorded, Result(requeue_after=POLL_SECONDS))
         if job["metadata"].get("deletionTimestamp"):
             return Step(recorded, Result(requeue_after=POLL_SECONDS))
@@ -284,8 +376,9 @@ class FinalBackup:
 
         def delete_failed_job() -> None:
             # Only once the failure is counted in status: a crash before this finds the same Job
-            # again, and its uid keeps it from being counted twice. The retry needs the name.
-            self.r.client.delete(Job, namespace, name, propagation_policy="Background")
+            # again, and its uid keeps it from being counted twice. The retry needs the name. The
+            # uid precondition spares a Job of that name created since (not the one we counted).
+            delete_exactly(self.r.client, Job, job, propagation_policy="Background")
 
         return Step(record, Result(requeue_after=backoff(attempts)), strict=True, then=delete_failed_job)
 
@@ -296,7 +389,7 @@ class FinalBackup:
             wait = (failed_at + timedelta(seconds=backoff(attempts)) - self.r.now()).total_seconds()
             if wait > 0:
                 return Step(recorded, Result(requeue_after=wait))
-        job = resources.final_backup_job(cluster)
+        job = resources.final_backup_job(cluster, self._data_node_affinity(cluster))
         name = job["metadata"]["name"]
         try:
             self.r.client.create(Job, job)
@@ -314,6 +407,17 @@ class FinalBackup:
             self.r.event(cluster, "Normal", "FinalBackupStarted", f"created Job {name}")
         running = {**recorded, "phase": "Running", "message": f"Job {name} running"}
         return Step(running, Result(requeue_after=POLL_SECONDS))
+
+    def _data_node_affinity(self, cluster: Obj) -> Obj | None:
+        """`spec.nodeAffinity.required` of the PersistentVolume under pod 0's data PVC (where the
+        archive's pod must run, and its backup volume should be made), or None when it has none."""
+        meta = cluster["metadata"]
+        pvc = self.r.client.get(
+            PersistentVolumeClaim, meta["namespace"], resources.Names(meta["name"]).primary_data_pvc
+        )
+        volume = ((pvc or {}).get("spec") or {}).get("volumeName")
+        pv = self.r.client.get(PersistentVolume, None, volume) if volume else None
+        return (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required")
 
     def _terminating(self, cluster: Obj, recorded: Obj) -> Step:
         """The namespace is being deleted: its volumes go with it, the backup PVC too, and no Job may

@@ -1,6 +1,7 @@
 """The container images the operator puts into pods, from configuration as a deployed operator takes them:
-flags (`--mysql-image`, `--backup-image`) beat environment variables (MYSQL_OPERATOR_MYSQL_IMAGE,
-MYSQL_OPERATOR_BACKUP_IMAGE), which beat the defaults. An air-gapped cluster or a kind cluster with
+flags (`--mysql-image`, `--mariadb-image`, `--backup-image`) beat environment variables
+(MYSQL_OPERATOR_MYSQL_IMAGE, MYSQL_OPERATOR_MARIADB_IMAGE, MYSQL_OPERATOR_BACKUP_IMAGE), which beat
+the defaults (Docker Hub's official `mysql` and `mariadb`). An air-gapped cluster or a kind cluster with
 locally loaded images points these at its own registry or tags.
 
 Every image must carry a version tag (or digest): Kubernetes then defaults imagePullPolicy to
@@ -14,6 +15,7 @@ import os
 from dataclasses import dataclass
 
 MYSQL_ENV = "MYSQL_OPERATOR_MYSQL_IMAGE"
+MARIADB_ENV = "MYSQL_OPERATOR_MARIADB_IMAGE"
 BACKUP_ENV = "MYSQL_OPERATOR_BACKUP_IMAGE"
 
 
@@ -28,25 +30,34 @@ def _check_versioned(image: str, what: str) -> str:
 @dataclass(frozen=True)
 class Images:
     mysql_repository: str = "mysql"
-    """Repository of the database image; the tag is the cluster's `spec.version`."""
+    """Repository of the mysql engine's image; the tag is the cluster's `spec.version`."""
+    mariadb_repository: str = "mariadb"
+    """Repository of the mariadb engine's image; the tag is the cluster's `spec.version`."""
     backup: str = "busybox:1.36"
     """Image of the final-backup Job (tar and find with no surprises)."""
 
     def __post_init__(self) -> None:
         _check_versioned(self.backup, "backup image")
-        if ":" in self.mysql_repository.rsplit("/", 1)[-1]:
-            raise ValueError(
-                f"mysql image {self.mysql_repository!r}: give a repository; the tag is spec.version"
-            )
+        for engine, repository in (("mysql", self.mysql_repository), ("mariadb", self.mariadb_repository)):
+            if ":" in repository.rsplit("/", 1)[-1]:
+                raise ValueError(f"{engine} image {repository!r}: give a repository; the tag is spec.version")
+
+    def database(self, engine: str, version: str) -> str:
+        """The image of `engine` (spec.engine) at `version` (its tag)."""
+        repository = self.mariadb_repository if engine == "mariadb" else self.mysql_repository
+        return f"{repository}:{version}"
 
     def mysql(self, version: str) -> str:
-        return f"{self.mysql_repository}:{version}"
+        return self.database("mysql", version)
 
     @classmethod
-    def from_env(cls, mysql: str | None = None, backup: str | None = None) -> Images:
+    def from_env(
+        cls, mysql: str | None = None, backup: str | None = None, mariadb: str | None = None
+    ) -> Images:
         defaults = cls()
         return cls(
             mysql_repository=mysql or os.environ.get(MYSQL_ENV) or defaults.mysql_repository,
+            mariadb_repository=mariadb or os.environ.get(MARIADB_ENV) or defaults.mariadb_repository,
             backup=backup or os.environ.get(BACKUP_ENV) or defaults.backup,
         )
 

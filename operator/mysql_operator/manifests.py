@@ -2,6 +2,7 @@
 
 Outputs (relative to the repository root):
   api/crd/db.example.com_mysqlclusters.yaml   from the pydantic models in api.py
+  api/crd/testing/db.example.com_mysqlclusters.yaml  the same CRD with every version served (tests)
   operator/config/rbac.yaml                    from rbac.PERMISSIONS (the ClusterRole)
   operator/config/leader_election_role.yaml    from rbac.LEASE_PERMISSIONS (a namespaced Role)
   operator/config/webhook.yaml                 Service + Mutating/ValidatingWebhookConfiguration
@@ -24,10 +25,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from . import api, api_v1alpha1, rbac, webhook_manifests
+from . import api, api_v1alpha1, api_v1beta1, rbac, webhook_manifests
 from .schema import structural_schema
 
 CRD_PATH = Path("api/crd") / f"{api.GROUP}_{api.PLURAL}.yaml"
+TESTING_CRD_PATH = Path("api/crd/testing") / f"{api.GROUP}_{api.PLURAL}.yaml"
+"""The CRD with every version served, for installers that set the conversion webhook themselves: the
+test suite's `envtest_crds` (the harness points conversion at the run's endpoint). Not deployable
+alone: strategy None would relabel v1alpha1. `kubectl apply -f api/crd/` does not descend into it."""
 RBAC_PATH = Path("operator/config/rbac.yaml")
 LEADER_ELECTION_ROLE_PATH = Path("operator/config/leader_election_role.yaml")
 WEBHOOK_PATH = Path("operator/config/webhook.yaml")
@@ -53,15 +58,24 @@ def openapi_schema(model: type[BaseModel] = api.MySQLClusterModel) -> dict[str, 
 
 VERSIONS: list[tuple[str, type[BaseModel]]] = [
     (api_v1alpha1.VERSION, api_v1alpha1.MySQLClusterModel),
+    (api_v1beta1.VERSION, api_v1beta1.MySQLClusterModel),
     (api.VERSION, api.MySQLClusterModel),
 ]
 """Served versions, oldest first (kubectl prefers the highest); the hub, `api.VERSION`, is stored."""
 
 
-def version(name: str, model: type[BaseModel]) -> dict[str, Any]:
+def needs_conversion(model: type[BaseModel]) -> bool:
+    """Whether a version's shape differs from the stored one. Strategy None relabels, so such a
+    version is served only where the conversion webhook is set in the same request (the webhook
+    install's patch, the test CRD); without it an object written there would lose fields silently.
+    Same-shape versions convert by relabelling (see conversion.py), so None is right for them."""
+    return openapi_schema(model) != openapi_schema(api.MySQLClusterModel)
+
+
+def version(name: str, model: type[BaseModel], *, serve_all: bool = False) -> dict[str, Any]:
     return {
         "name": name,
-        "served": True,
+        "served": serve_all or not needs_conversion(model),
         "storage": name == api.VERSION,
         "subresources": {"status": {}},
         "additionalPrinterColumns": PRINTER_COLUMNS,
@@ -69,13 +83,20 @@ def version(name: str, model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
-def crd() -> dict[str, Any]:
+def versions(*, serve_all: bool = False) -> list[dict[str, Any]]:
+    """Every version, oldest first; those that `needs_conversion` served only with `serve_all`."""
+    return [version(name, model, serve_all=serve_all) for name, model in VERSIONS]
+
+
+def crd(*, serve_all: bool = False) -> dict[str, Any]:
     """The CRD with conversion strategy None, on purpose: the conversion webhook's clientConfig
     depends on where it runs (the Service of a deployment, a test's local URL and CA), so whoever
     installs the CRD sets it — `operator/config/crd_conversion_patch.yaml` for a deployment,
-    `envtest.webhooks.conversion_crds` in tests. With None, the two versions are relabelled, not
-    converted: only ever read a plane installed from this file at the version its objects were
-    written at (see README, "API versions")."""
+    `envtest.webhooks.conversion_crds` in tests. With None, the versions are relabelled, not
+    converted: right for v1beta1 ⇄ v1 (one shape), wrong for v1alpha1, which is therefore not served
+    here (see `needs_conversion`). `serve_all=True` serves every version: only for an installer that
+    sets the webhook in the same request (`TESTING_CRD_PATH`, tests that install through
+    `envtest.webhooks.install_crds`). See README, "API versions"."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -90,7 +111,7 @@ def crd() -> dict[str, Any]:
                 "shortNames": list(api.SHORT_NAMES),
             },
             "scope": "Namespaced",
-            "versions": [version(name, model) for name, model in VERSIONS],
+            "versions": versions(serve_all=serve_all),
             "conversion": {"strategy": "None"},
         },
     }
@@ -111,7 +132,12 @@ def render_all(docs: list[dict[str, Any]], source: str) -> str:
 def outputs() -> dict[Path, str]:
     """Every generated file, relative to the repository root, with its content."""
     return {
-        CRD_PATH: render(crd(), "mysql_operator/api.py, api_v1alpha1.py"),
+        CRD_PATH: render(crd(), "mysql_operator/api.py, api_v1beta1.py, api_v1alpha1.py"),
+        TESTING_CRD_PATH: render(
+            crd(serve_all=True),
+            "mysql_operator/api.py, api_v1beta1.py, api_v1alpha1.py; every version served, for installs "
+            "that set the conversion webhook",
+        ),
         RBAC_PATH: render(rbac.cluster_role(), "mysql_operator/rbac.py"),
         LEADER_ELECTION_ROLE_PATH: render(rbac.leader_election_role(), "mysql_operator/rbac.py"),
         WEBHOOK_PATH: render_all(webhook_manifests.webhook_docs(), "mysql_operator/webhook_manifests.py"),
@@ -119,7 +145,8 @@ def outputs() -> dict[Path, str]:
             webhook_manifests.certificate_docs(), "mysql_operator/webhook_manifests.py"
         ),
         CONVERSION_PATCH_PATH: render(
-            webhook_manifests.crd_conversion_patch(), "mysql_operator/webhook_manifests.py"
+            webhook_manifests.crd_conversion_patch(versions(serve_all=True)),
+            "mysql_operator/webhook_manifests.py, manifests.py",
         ),
     }
 

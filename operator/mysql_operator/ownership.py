@@ -80,7 +80,7 @@ def claim(kind: str, cluster: Obj, live: Obj, *, owned: bool) -> Claim:
             kind,
             name,
             f"exists and is not a credentials Secret retained by mysql-operator for {meta['name']} "
-            f"(labels {_selector(meta['name'])}, annotation {RETAINED_ANNOTATION}=true); "
+            f"(labels {ours_selector(meta['name'])}, annotation {RETAINED_ANNOTATION}=true); "
             "delete or rename it, or rename the cluster",
         )
     if labelled_ours(live, meta["name"]):
@@ -88,7 +88,7 @@ def claim(kind: str, cluster: Obj, live: Obj, *, owned: bool) -> Claim:
     raise conflict(
         kind,
         name,
-        f"exists and is not ours (no controller, not labelled {_selector(meta['name'])}); "
+        f"exists and is not ours (no controller, not labelled {ours_selector(meta['name'])}); "
         "delete or rename it, or rename the cluster",
     )
 
@@ -97,5 +97,6 @@ def conflict(kind: str, name: str, why: str) -> ChildBlocked:
     return ChildBlocked(Problem(CHILD_CONFLICT, f"{kind} {name} {why}"))
 
 
-def _selector(cluster_name: str) -> str:
+def ours_selector(cluster_name: str) -> str:
+    """The labels that mark a child as the cluster's, as a selector (for messages)."""
     return ",".join(f"{k}={v}" for k, v in labels(cluster_name).items() if k != "app.kubernetes.io/name")

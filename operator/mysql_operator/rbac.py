@@ -34,6 +34,8 @@ class Permission:
     verbs: tuple[str, ...]
     why: str
     """Which code path makes these calls."""
+    resource_names: tuple[str, ...] = ()
+    """Only these objects (`resourceNames`); empty means every object of the resource."""
 
 
 PERMISSIONS: tuple[Permission, ...] = (
@@ -62,14 +64,39 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission(
         "batch", "jobs", ("get", "create", "delete"), "final backup Job; a failed one is deleted to retry"
     ),
-    Permission("", "pods", ("list",), "final backup waits until no database pod is left"),
+    Permission(
+        "",
+        "pods",
+        ("list", "delete"),
+        "final backup waits until no database pod is left; deletes pods that outstay their grace",
+    ),
     Permission("", "persistentvolumeclaims", ("get", "create"), "backup PVC; data PVC existence check"),
+    Permission(
+        "",
+        "persistentvolumes",
+        ("get",),
+        "final backup Job: node affinity of pod 0's data volume, so the archive runs in its zone",
+    ),
     Permission("", "events", ("create", "patch"), "event recorder; patch aggregates repeats"),
     Permission(
         "storage.k8s.io",
         "storageclasses",
         ("get", "list"),
         "webhooks: a referenced class must exist; the default class is pinned at create",
+    ),
+    Permission(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        ("get",),
+        "migrate-storage: the CRD's storage version and storedVersions",
+        (f"{PLURAL}.{GROUP}",),
+    ),
+    Permission(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions/status",
+        ("patch",),
+        "migrate-storage: trim storedVersions once every object is re-stored",
+        (f"{PLURAL}.{GROUP}",),
     ),
 )
 
@@ -88,7 +115,7 @@ def _rule(p: Permission, names: list[str] | None = None) -> dict[str, Any]:
 
 
 def cluster_role() -> dict[str, Any]:
-    rules = [_rule(p) for p in PERMISSIONS]
+    rules = [_rule(p, list(p.resource_names)) for p in PERMISSIONS]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",

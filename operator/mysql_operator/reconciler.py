@@ -11,6 +11,7 @@ status when its meaning changed (`status.py`). Whose an existing child is: `owne
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -22,11 +23,12 @@ from pykube.exceptions import HTTPError
 
 from . import resources
 from .api import FINALIZER, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
-from .client import CONFLICT, INVALID, ApiClient, KubeClient, error_code
+from .client import CONFLICT, INVALID, ApiClient, KubeClient, delete_exactly, error_code
 from .events import EventRecorder, EventType
 from .finalizer import FinalBackup
-from .kinds import CronJob, Kind, MySQLCluster, PersistentVolumeClaim, Secret, Service, StatefulSet
-from .ownership import Claim, claim, controller_of
+from .immutable import STORAGE_IMMUTABLE, mutable_part, storage_refused
+from .kinds import CronJob, Kind, MySQLCluster, PersistentVolumeClaim, Pod, Secret, Service, StatefulSet
+from .ownership import Claim, claim, controller_of, ours_selector
 from .projection import applies, drifted
 from .runtime.types import Key, Result, split_key
 from .ssa import applied_hash, config_hash, upgrade_patch, with_config_hash
@@ -47,6 +49,12 @@ Obj = dict[str, Any]
 BLOCKED_RETRY_SECONDS = 60.0
 """A child the apiserver rejected is retried this slowly: a fix usually needs a spec change, which
 wakes us anyway, but a 422 from an admission webhook may pass on its own."""
+
+CREDENTIALS_MISSING = "CredentialsMissing"
+RESTORE_SOURCE_MISSING = "RestoreSourceMissing"
+RESTORE_FAILED = "RestoreFailed"
+RESTORE_POLL_SECONDS = 10.0
+"""How often a restoring cluster looks at pod 0 (pod changes do not wake the reconcile)."""
 
 CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 
@@ -109,8 +117,26 @@ class MySQLClusterReconciler:
         except ClusterGoing:
             # The deletion's watch event brings the key back anyway; the requeue only makes sure.
             return Result(requeue=True)
-        self.write_status(cluster, compute_status(cluster, sts, problems, now=self.now()))
-        return Result(requeue_after=BLOCKED_RETRY_SECONDS) if problems else Result()
+        restored_now = False
+        if spec.restore is not None and not (cluster.get("status") or {}).get("restoredFrom"):
+            restored_now, restore_problems = self._restore_progress(cluster, spec, sts)
+            problems += restore_problems
+        status = compute_status(cluster, sts, problems, now=self.now())
+        if restored_now and spec.restore is not None:
+            status["restoredFrom"] = spec.restore.from_cluster
+        self.write_status(cluster, status)
+        if restored_now and spec.restore is not None:  # once: the record above ends the restore
+            source = resources.Names(spec.restore.from_cluster)
+            message = (
+                f"pod 0 is ready on the final backup of cluster {source.cluster} "
+                f"(PersistentVolumeClaim {source.source_backup_pvc})"
+            )
+            self.event(cluster, "Normal", "Restored", message)
+        if problems:
+            return Result(requeue_after=BLOCKED_RETRY_SECONDS)
+        if spec.restore is not None and "restoredFrom" not in status:
+            return Result(requeue_after=RESTORE_POLL_SECONDS)
+        return Result()
 
     # -- spec we cannot act on ---------------------------------------------------------------
 
@@ -140,12 +166,18 @@ class MySQLClusterReconciler:
     def _ensure_children(self, cluster: Obj, spec: MySQLClusterSpec) -> tuple[list[Problem], Obj | None]:
         problems: list[Problem] = []
         sts: Obj | None = None
-        secret_ok = self._ensure_step(Secret, cluster, resources.credentials_secret, problems) is not None
+        secret_ok = self._ensure_credentials(cluster, spec, problems)
+        if secret_ok:
+            self._ensure_replication_key(cluster)
         self._ensure_step(Service, cluster, resources.headless_service, problems)
         self._ensure_step(Service, cluster, resources.primary_service, problems)
         if secret_ok:
             # Never start pods on a Secret that is not ours: its author would know the root password.
-            sts = self._ensure_step(StatefulSet, cluster, resources.statefulset, problems)
+            desired_sts = resources.statefulset(cluster)
+            sts = self._ensure_step(StatefulSet, cluster, lambda _: desired_sts, problems)
+            refused = storage_refused(desired_sts, sts) if sts is not None else None
+            if refused:
+                problems.append(Problem(STORAGE_IMMUTABLE, refused, fatal=False))
         if spec.backup.enabled:
             self._ensure_step(PersistentVolumeClaim, cluster, resources.backup_pvc, problems)
             if secret_ok:
@@ -156,6 +188,134 @@ class MySQLClusterReconciler:
             meta = cluster["metadata"]
             sts = self.client.get(StatefulSet, meta["namespace"], resources.Names(meta["name"]).statefulset)
         return problems, sts
+
+    def _ensure_replication_key(self, cluster: Obj) -> None:
+        """A Secret made before the replication account existed gets its password added (the pods'
+        sidecar reads it); the root password is never touched. Conditional on the resourceVersion
+        read: a 409 requeues and the next pass looks again."""
+        meta = cluster["metadata"]
+        namespace, name = meta["namespace"], resources.Names(meta["name"]).secret
+        cached = self.client.get(Secret, namespace, name)
+        annotations = ((cached or {}).get("metadata") or {}).get("annotations") or {}
+        if cached is None or annotations.get(resources.REPLICATION_KEY_ANNOTATION) == "true":
+            return
+        live = self.client.get(Secret, namespace, name, fresh=True)
+        if live is None:
+            return
+        patch: Obj = {
+            "metadata": {
+                "annotations": {resources.REPLICATION_KEY_ANNOTATION: "true"},
+                "resourceVersion": live["metadata"]["resourceVersion"],
+            }
+        }
+        added = resources.REPLICATION_PASSWORD_KEY not in (live.get("data") or {})
+        if added:
+            patch["stringData"] = {resources.REPLICATION_PASSWORD_KEY: secrets.token_urlsafe(24)}
+        self.client.patch_merge(Secret, namespace, name, patch)
+        if added:
+            message = (
+                f"added key {resources.REPLICATION_PASSWORD_KEY} to Secret {name} for the replication account"
+            )
+            self.event(cluster, "Normal", "ReplicationPasswordAdded", message)
+
+    def _restore_progress(
+        self, cluster: Obj, spec: MySQLClusterSpec, sts: Obj | None
+    ) -> tuple[bool, list[Problem]]:
+        """A restoring cluster, until pod 0 first becomes ready: (ready now, what keeps it from
+        restoring). The caller records `restoredFrom`, which ends these looks."""
+        assert spec.restore is not None
+        meta = cluster["metadata"]
+        namespace, source = meta["namespace"], resources.Names(spec.restore.from_cluster)
+        # OrderedReady: no other pod starts before pod 0 is ready, so one ready replica is pod 0.
+        if ((sts or {}).get("status") or {}).get("readyReplicas", 0) >= 1:
+            return True, []
+        pvc = source.source_backup_pvc
+        if (
+            self.client.get(PersistentVolumeClaim, namespace, pvc) is None
+            and self.client.get(PersistentVolumeClaim, namespace, pvc, fresh=True) is None
+        ):
+            message = (
+                f"spec.restore.fromCluster: PersistentVolumeClaim {source.source_backup_pvc} (the backups of "
+                f"cluster {source.cluster}) does not exist; pod 0 waits for it"
+            )
+            return False, [Problem(RESTORE_SOURCE_MISSING, message, fatal=False)]
+        selector = ",".join(f"{k}={v}" for k, v in resources.pod_labels(meta["name"], "database").items())
+        for pod in self.client.list(Pod, namespace, selector):
+            if pod["metadata"]["name"] != resources.Names(meta["name"]).primary_pod:
+                continue
+            for init in (pod.get("status") or {}).get("initContainerStatuses") or []:
+                if init.get("name") != "restore":
+                    continue
+                ended = (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get(
+                    "terminated"
+                )
+                if ended and ended.get("exitCode"):
+                    said = (ended.get("message") or "").strip() or f"exit code {ended['exitCode']}"
+                    message = f"pod {pod['metadata']['name']}'s restore container failed: {said}"
+                    return False, [Problem(RESTORE_FAILED, message, fatal=False)]
+        return False, []
+
+    def _ensure_credentials(self, cluster: Obj, spec: MySQLClusterSpec, problems: list[Problem]) -> bool:
+        """The credentials Secret, generated for a new cluster only. Missing while data is left, it
+        is reported (CredentialsMissing) and nothing is generated: the kept datadir opens only with
+        its old root password, and a new one would lock the operator and every client out while
+        looking healthy. A human restores the Secret (README, "Operations notes")."""
+        meta = cluster["metadata"]
+        namespace, name = meta["namespace"], resources.Names(meta["name"]).secret
+        if self.client.get(Secret, namespace, name) is None:
+            left = self._data_left(cluster, spec)
+            # The fresh read rules out a cache that has not seen the Secret yet.
+            if left and self.client.get(Secret, namespace, name, fresh=True) is None:
+                message = (
+                    f"credentials Secret {name} is missing while the cluster's data remains ({left}); "
+                    "a new root password would not open that data, so none is generated and nothing "
+                    f"is started: restore Secret {name} (key {resources.PASSWORD_KEY}, labels "
+                    f"{ours_selector(meta['name'])}, annotation {RETAINED_ANNOTATION}=true), or delete "
+                    "the cluster and its data PersistentVolumeClaims to start afresh"
+                )
+                problems.append(Problem(CREDENTIALS_MISSING, message, fatal=False))
+                return False
+            if spec.restore is not None:
+                return self._restore_credentials(cluster, spec, problems)
+        return self._ensure_step(Secret, cluster, resources.credentials_secret, problems) is not None
+
+    def _restore_credentials(self, cluster: Obj, spec: MySQLClusterSpec, problems: list[Problem]) -> bool:
+        """A restoring cluster's new Secret is a copy of the source cluster's: the restored datadir
+        opens only with the source's root password. No source Secret, no Secret and no pods."""
+        assert spec.restore is not None
+        namespace = cluster["metadata"]["namespace"]
+        source = resources.Names(spec.restore.from_cluster).secret
+        # Fresh: the Secret cache holds metadata only, never a password. One GET per pass, and only
+        # until this cluster's own Secret exists.
+        found = self.client.get(Secret, namespace, source, fresh=True)
+        if found is None or not (found.get("data") or {}).get(resources.PASSWORD_KEY):
+            message = (
+                f"spec.restore.fromCluster: credentials Secret {source} (key {resources.PASSWORD_KEY}) is "
+                "missing; the restored data opens only with its root password, so nothing is started "
+                f"until Secret {source} exists"
+            )
+            problems.append(Problem(RESTORE_SOURCE_MISSING, message, fatal=False))
+            return False
+        build = lambda c: resources.credentials_secret(c, copied_from=found)  # noqa: E731
+        return self._ensure_step(Secret, cluster, build, problems) is not None
+
+    def _data_left(self, cluster: Obj, spec: MySQLClusterSpec) -> str | None:
+        """What shows this cluster (or an earlier one of its name) has data, or None.
+
+        Status first (no request); then the data PVCs the StatefulSet controller names
+        `data-<statefulset>-<ordinal>`, retained when a cluster goes. GETs, not a list (the operator
+        may only get PVCs), of the ordinals the spec asks for: pod 0's comes first and is scaled
+        away last, so it is there whenever any is."""
+        status = cluster.get("status") or {}
+        if status.get("phase") == "Running" or status.get("readyReplicas"):
+            return "status says it ran"
+        meta = cluster["metadata"]
+        sts = resources.Names(meta["name"]).statefulset
+        for ordinal in range(spec.replicas):
+            pvc = f"{resources.DATA_VOLUME}-{sts}-{ordinal}"
+            if self.client.get(PersistentVolumeClaim, meta["namespace"], pvc) is not None:
+                return f"PersistentVolumeClaim {pvc} exists"
+        return None
 
     def _ensure_step(
         self, kind: Kind, cluster: Obj, build: Callable[[Obj], Obj], problems: list[Problem]
@@ -200,9 +360,11 @@ class MySQLClusterReconciler:
             self._check_alive(kind, cluster, live)
         elif applied_hash(live) == config_hash(desired) and not drifted(kind.kind, desired, live):
             return live
-        return self._apply(kind, cluster, body, "Adopted" if how is Claim.ADOPT else "Updated")
+        return self._apply(kind, cluster, desired, "Adopted" if how is Claim.ADOPT else "Updated")
 
-    def _apply(self, kind: Kind, cluster: Obj, body: Obj, verb: str) -> Obj:
+    def _apply(self, kind: Kind, cluster: Obj, desired: Obj, verb: str) -> Obj:
+        # Never the fields fixed at creation (immutable.py): a change there would be a 422 forever.
+        body = with_config_hash(mutable_part(desired))
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         # The one GET before a write: the cache drops managedFields (needed for the upgrade), and
@@ -212,7 +374,7 @@ class MySQLClusterReconciler:
             # Deleted since the cache saw it: the watch event brings us back, and the create then.
             raise HTTPError(404, f"{kind.kind} {name} vanished before our write; the next pass creates it")
         claim(kind.kind, cluster, fresh, owned=bool(meta.get("ownerReferences")))
-        ops = upgrade_patch(fresh)
+        ops = upgrade_patch(fresh, desired)
         if ops is not None:
             self.client.patch_json(kind, namespace, name, ops)
             log.info(
@@ -271,8 +433,10 @@ class MySQLClusterReconciler:
         owner = controller_of(live) if live else None
         if owner is None or owner.get("uid") != cluster["metadata"]["uid"]:
             return  # absent, or not ours to delete
-        # Background: the CronJob's own Jobs and pods go with it.
-        self.client.delete(kind, namespace, name, propagation_policy="Background")
+        # Background: the CronJob's own Jobs and pods go with it. Only the object we judged ours: a
+        # namesake created since the cache saw it is not (delete_exactly's uid precondition).
+        if not delete_exactly(self.client, kind, live, propagation_policy="Background"):
+            return
         log.info("deleted", extra={"kind": kind.kind, "object": name, "namespace": namespace})
         self.event(cluster, "Normal", "Deleted", f"deleted {kind.kind} {name}: backups are disabled")
 

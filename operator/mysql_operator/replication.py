@@ -1,22 +1,33 @@
-"""The MySQL pod: pod 0 is the primary, every other ordinal a read-only replica of it.
+"""The database pod: pod 0 is the primary, every other ordinal a read-only replica of it.
 
 `replicas: N` must not mean N unrelated databases behind one Service, so each pod is configured from
-its ordinal by an init container (the StatefulSet gives every pod the same template):
+its ordinal (the StatefulSet gives every pod the same template). What must hold whatever happened
+before — a killed init, a restart, a lost pod — is set on every start, never once:
 
-* every pod: `server-id = 100 + ordinal`, GTIDs on (so a replica needs no binlog coordinates);
-* ordinal > 0: an init script for the image's entrypoint (`/docker-entrypoint-initdb.d`, run once,
-  when the datadir is first initialised) points the replica at pod 0 with GTID auto-position,
-  persists `read_only`/`super_read_only` (SET PERSIST lands in the datadir's mysqld-auto.cnf, so it
-  survives restarts and is applied only after the entrypoint created its users) and starts it.
+* `configure` (init container) writes the server's my.cnf: `server-id = 100 + ordinal`, GTIDs and,
+  on a replica, `read_only` (and MySQL's `super_read_only`): a replica's real server is read-only
+  from its first start on, whether or not replication was ever set up (the image's one-time init
+  phase, networking off, runs without it: its own writes would fail). A replica whose one-time datadir
+  init was interrupted (no marker from the image's init phase) is wiped to be initialised again:
+  its data comes from the primary anyway, and a half-initialised datadir would otherwise come back
+  without the root password, unusable and never replicating. The primary's datadir is never wiped.
+* `replication` (sidecar) waits for the local server, then on pod 0 ensures the replication account
+  (REPLICATION SLAVE only, its own password), and on a replica that has no source yet points it at
+  pod 0 with GTID auto-position (TLS when the primary has it) and starts it. It never restarts a
+  replication someone stopped: a stopped replica is unready, for a human to look at.
+* Readiness is what clients rely on: the server answers an authenticated query (`mysqladmin ping`
+  exits 0 even on "Access denied"), and a replica's IO and SQL threads both run.
 
 Limits, on purpose for a reference operator: a new replica replays the primary's binlog from the
-start (fine while the primary keeps all of it; a large or old primary needs the clone plugin), and
-there is no failover: if pod 0's volume is lost, promoting a replica is a human decision.
+start (fine while the primary keeps all of it; a large or old primary needs a clone or a restored
+backup), and there is no failover: if pod 0's volume is lost, promoting a replica is a human decision.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .engines import Engine
 
 Obj = dict[str, Any]
 
@@ -24,55 +35,135 @@ SERVER_ID_BASE = 100
 """server-id 0 refuses replication and 1 is many tools' default: start well clear of both."""
 CONF_DIR = "/etc/mysql/conf.d"
 INITDB_DIR = "/docker-entrypoint-initdb.d"
+INITIALISED_MARKER = "mysql-operator-initialised"
+"""Written into the datadir by the last init script: the image's one-time init ran to its end.
+A plain file in the datadir's root is no schema to the server."""
+LEGACY_INITIALISED = "mysqld-auto.cnf"
+"""What earlier replica inits wrote last (SET PERSIST): a datadir with it finished its init too."""
+REPLICATION_USER = "repl"
+SIDECAR_RESOURCES = {"cpu": "20m", "memory": "32Mi"}
 TERMINATION_GRACE_SECONDS = 120
 """mysqld shuts down cleanly on SIGTERM; the default 30 s can SIGKILL it mid-flush, and the final
 backup relies on a cleanly stopped datadir (MyISAM tables and DDL are not crash-safe)."""
 
-# $PRIMARY_HOST and $MYSQL_ROOT_PASSWORD expand when the entrypoint sources replica.sh, not here
-# (quoted heredoc), so the password is never written to the emptyDir.
-CONFIGURE_SCRIPT = f"""set -eu
+
+def configure_script(
+    engine: Engine, data_dir: str, *, conf_dir: str = CONF_DIR, initdb_dir: str = INITDB_DIR
+) -> str:
+    """The `configure` init container's script. The directories are the pod's mount paths; they are
+    parameters so the script can run outside a pod too (tests run it in a temporary directory)."""
+    config = "\n".join(engine.gtid_config)
+    replica = "\\n".join(engine.replica_config)
+    pending, active = f"{conf_dir}/replica.cnf.pending", f"{conf_dir}/replica.cnf"  # only *.cnf is read
+    initialised = f"[ -e {data_dir}/{INITIALISED_MARKER} ] || [ -e {data_dir}/{LEGACY_INITIALISED} ]"
+    return f"""set -eu
 ordinal="${{HOSTNAME##*-}}"
-cat > {CONF_DIR}/server.cnf <<EOF
-[mysqld]
-server-id=$(({SERVER_ID_BASE} + ordinal))
-gtid-mode=ON
-enforce-gtid-consistency=ON
+{{
+  echo '[mysqld]'
+  echo "server-id=$(({SERVER_ID_BASE} + ordinal))"
+  cat <<'EOF'
+{config}
+EOF
+}} > {conf_dir}/server.cnf
+# The last init script: marks the one-time init done and makes a replica read-only from the real
+# server's first start on (not before: the init phase's own writes, e.g. the root password, would fail).
+cat > {initdb_dir}/zz-initialised.sh <<'EOF'
+touch {data_dir}/{INITIALISED_MARKER}
+if [ -e {pending} ]; then cp {pending} {active}; fi
 EOF
 if [ "$ordinal" -gt 0 ]; then
-  cat > {INITDB_DIR}/replica.sh <<'EOF'
-docker_process_sql <<SQL
-CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST', SOURCE_PORT=3306, SOURCE_USER='root',
-  SOURCE_PASSWORD='$MYSQL_ROOT_PASSWORD', SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1;
-SET PERSIST read_only = ON;
-SET PERSIST super_read_only = ON;
-START REPLICA;
-SQL
-EOF
+  printf '[mysqld]\\n{replica}\\n' > {pending}
+  if {initialised}; then
+    cp {pending} {active}
+  elif [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
+    echo "configure: the datadir's first init did not finish; clearing it to initialise again from scratch"
+    find {data_dir} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+  fi
 fi
 """
 
-PROBE_COMMAND = 'MYSQL_PWD="$MYSQL_ROOT_PASSWORD" mysqladmin ping -h 127.0.0.1 -u root'
+
+def probe_script(engine: Engine) -> str:
+    """Exit 0 when the server answers an authenticated query and, on a replica, replicates."""
+    return f"""ordinal="${{HOSTNAME##*-}}"
+export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
+if [ "$ordinal" -eq 0 ]; then
+  exec {engine.client} -h 127.0.0.1 -u root -N -e 'SELECT 1' >/dev/null
+fi
+status="$({engine.client} -h 127.0.0.1 -u root -e '{engine.status_statement}')" || exit 1
+for thread in IO SQL; do
+  echo "$status" | grep -Eq "(Replica|Slave)_${{thread}}_Running: Yes" \\
+    || {{ echo "$thread thread not running"; exit 1; }}
+done
+"""
+
+
+def replication_script(engine: Engine) -> str:
+    """The sidecar: idempotent set-up, then idle (exits at once on SIGTERM)."""
+    if engine.name == "mariadb":  # TLS when the primary has it (MariaDB ships without certificates)
+        # Only an answer decides: until the primary's sidecar has made the account, the query fails,
+        # and that is no reason to replicate in clear for good.
+        tls = (
+            f'ssl="$(MYSQL_PWD="$REPLICATION_PASSWORD" {engine.client} -h "$PRIMARY_HOST" '
+            '-u "$REPLICATION_USER" -N -e \'SELECT @@have_ssl\' 2>/dev/null)" \\\n'
+            '      && if [ "$ssl" = YES ]; then tls=1; else tls=0; fi'
+        )
+    else:  # MySQL generates its certificates at init
+        tls = "tls=1"
+    return f"""set -u
+trap 'exit 0' TERM INT
+ordinal="${{HOSTNAME##*-}}"
+export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
+sql() {{ {engine.client} -h 127.0.0.1 -u root -N "$@"; }}
+pause() {{ sleep "$1" & wait $!; }}
+until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
+if [ "$ordinal" -eq 0 ]; then
+  until sql -e "CREATE USER IF NOT EXISTS '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
+      ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
+      GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
+  echo "replication: account $REPLICATION_USER ready"
+else
+  # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
+  # replication someone stopped.
+  until status="$(sql -e '{engine.status_statement}')"; do pause 5; done
+  if [ -n "$status" ]; then
+    echo "replication: already configured; left as it is"
+  else
+    until {tls} \\
+      && sql -e "{engine.point_replica_sql()}"
+    do pause 5; done
+    echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+  fi
+fi
+while :; do pause 3600; done
+"""
 
 
 def mysql_pod_spec(
     *,
+    engine: Engine,
     image: str,
     password_env: Obj,
+    replication_password_env: Obj,
     primary_host: str,
     resources: Obj,
     data_volume: str,
     data_dir: str,
     port: int,
+    first_init: tuple[Obj, ...] = (),
+    volumes: tuple[Obj, ...] = (),
 ) -> Obj:
-    """The pod template's spec: a `configure` init container, then mysqld."""
+    """The pod template's spec: a `configure` init container, the server, the `replication` sidecar.
+    `first_init` runs before `configure` (a restore fills the datadir first); `volumes` are theirs."""
     generated = [{"name": "conf", "mountPath": CONF_DIR}, {"name": "initdb", "mountPath": INITDB_DIR}]
+    data = {"name": data_volume, "mountPath": data_dir}
     configure = {
         "name": "configure",
         "image": image,  # has sh; one image to pull per node
-        "command": ["sh", "-c", CONFIGURE_SCRIPT],
-        "volumeMounts": generated,
+        "command": ["sh", "-c", configure_script(engine, data_dir)],
+        "volumeMounts": [*generated, data],
     }
-    mysql = {
+    server = {
         "name": "mysql",
         "image": image,
         "ports": [{"name": "mysql", "containerPort": port}],
@@ -81,16 +172,29 @@ def mysql_pod_spec(
         # TCP on 127.0.0.1 answers only once the real server is up: the image's init phase runs a
         # temporary server with networking off.
         "readinessProbe": {
-            "exec": {"command": ["sh", "-c", PROBE_COMMAND]},
+            "exec": {"command": ["sh", "-c", probe_script(engine)]},
             "initialDelaySeconds": 5,
             "periodSeconds": 10,
             "timeoutSeconds": 5,
         },
-        "volumeMounts": [{"name": data_volume, "mountPath": data_dir}, *generated],
+        "volumeMounts": [data, *generated],
+    }
+    sidecar = {
+        "name": "replication",
+        "image": image,
+        "command": ["sh", "-c", replication_script(engine)],
+        "env": [
+            password_env,
+            replication_password_env,
+            {"name": "REPLICATION_USER", "value": REPLICATION_USER},
+            {"name": "PRIMARY_HOST", "value": primary_host},
+        ],
+        # Requests equal limits, as the server's: the sidecar never makes the pod less than Guaranteed.
+        "resources": {"requests": SIDECAR_RESOURCES, "limits": SIDECAR_RESOURCES},
     }
     return {
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "initContainers": [configure],
-        "containers": [mysql],
-        "volumes": [{"name": "conf", "emptyDir": {}}, {"name": "initdb", "emptyDir": {}}],
+        "initContainers": [*first_init, configure],
+        "containers": [server, sidecar],
+        "volumes": [{"name": "conf", "emptyDir": {}}, {"name": "initdb", "emptyDir": {}}, *volumes],
     }

@@ -10,25 +10,39 @@ outlive the CR as the data does, the Job must outlive the CR's last moments, and
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from . import images
 from .api import API_VERSION, KIND, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
+from .engines import engine
+from .quantity import parse_quantity
 from .replication import mysql_pod_spec
 
 Obj = dict[str, Any]
 
 MYSQL_PORT = 3306
 PASSWORD_KEY = "root-password"
+REPLICATION_PASSWORD_KEY = "replication-password"
+REPLICATION_KEY_ANNOTATION = "db.example.com/replication-password"
+"""On the credentials Secret: it holds REPLICATION_PASSWORD_KEY. Readable from the metadata-only cache,
+so a Secret from before that key existed is told apart without reading its data on every pass."""
 DATA_VOLUME = "data"
 DATA_DIR = "/var/lib/mysql"
 BACKUP_DIR = "/backup"
+RESTORE_DIR = "/restore"
+"""Where a restoring pod mounts the source cluster's backup PVC (read-only)."""
 # The final backup's image (tar and find with no surprises) is configurable: images.Images.backup.
 CLUSTER_UID_ANNOTATION = "db.example.com/cluster-uid"
-FINAL_BACKUP_DEADLINE_SECONDS = 3600
-"""A final backup still running after this long fails, so a stuck one cannot hold the finalizer forever."""
+FINAL_BACKUP_DEADLINE_FLOOR_SECONDS = 600
+"""Every final backup gets this long, whatever the size: pod scheduling, volume attach, image pull."""
+FINAL_BACKUP_MIN_BYTES_PER_SECOND = 5 * 2**20
+"""The slowest archive rate planned for (5 MiB/s: a throttled CPU running `gzip -1` on a network disk;
+kind on a busy 2-CPU machine measured 10-14 MiB/s, see the README). A final backup still running after
+`floor + data volume size / this rate` fails, so a stuck one cannot hold the finalizer forever, while
+a large healthy one is not cut short as a fixed deadline would."""
 FINAL_BACKUP_TTL_SECONDS = 3600
 """A finished final-backup Job is kept this long: the finalizer comes off while it still exists (its
 success is already in the cluster's status), and the TTL controller cleans it up."""
@@ -76,6 +90,11 @@ class Names:
     @property
     def final_backup_job(self) -> str:
         return f"{self.cluster}-final-backup"
+
+    @property
+    def source_backup_pvc(self) -> str:
+        """Read as the source of a restore: the backup PVC of the cluster named `cluster`."""
+        return self.backup_pvc
 
     def primary_host(self, namespace: str) -> str:
         """Clients' (and the backup's) address of the primary: the Service that selects pod 0 only."""
@@ -130,27 +149,39 @@ def _name(cluster: Obj) -> str:
     return cluster["metadata"]["name"]
 
 
-def password_env(cluster: Obj, env_name: str) -> Obj:
-    ref = {"name": Names(_name(cluster)).secret, "key": PASSWORD_KEY}
+def password_env(cluster: Obj, env_name: str, key: str = PASSWORD_KEY) -> Obj:
+    ref = {"name": Names(_name(cluster)).secret, "key": key}
     return {"name": env_name, "valueFrom": {"secretKeyRef": ref}}
 
 
-def credentials_secret(cluster: Obj, password: str | None = None) -> Obj:
+def credentials_secret(cluster: Obj, password: str | None = None, *, copied_from: Obj | None = None) -> Obj:
     """Created once and never rewritten: a new password would lock the running database out.
 
     No ownerReference: the data volumes are retained when the cluster goes, so their root password
     must be too; a cluster re-created under the same name reuses it (the kept datadir ignores
     MYSQL_ROOT_PASSWORD anyway). The annotation is what tells such a Secret from a foreign one.
+
+    `copied_from`: the source cluster's Secret of a restore. Its keys are copied as they are: the
+    restored datadir holds the source's root (and replication) password. A key it lacks is generated.
     """
     meta = _metadata(cluster, Names(_name(cluster)).secret, owned=False)
-    meta["annotations"] = {RETAINED_ANNOTATION: "true"}
-    return {
+    meta["annotations"] = {RETAINED_ANNOTATION: "true", REPLICATION_KEY_ANNOTATION: "true"}
+    copied = dict((copied_from or {}).get("data") or {})
+    generated = {
+        PASSWORD_KEY: password or secrets.token_urlsafe(24),
+        REPLICATION_PASSWORD_KEY: secrets.token_urlsafe(24),
+    }
+    secret: Obj = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": meta,
         "type": "Opaque",
-        "stringData": {PASSWORD_KEY: password or secrets.token_urlsafe(24)},
     }
+    if copied:
+        secret["data"] = copied
+    if missing := {k: v for k, v in generated.items() if k not in copied}:
+        secret["stringData"] = missing
+    return secret
 
 
 def headless_service(cluster: Obj) -> Obj:
@@ -209,13 +240,18 @@ def statefulset(cluster: Obj) -> Obj:
             "template": {
                 "metadata": {"labels": pod_labels(name, "database")},
                 "spec": mysql_pod_spec(
-                    image=images.current().mysql(spec.version),
+                    engine=engine(spec.engine),
+                    image=images.current().database(spec.engine, spec.image_tag),
                     password_env=password_env(cluster, "MYSQL_ROOT_PASSWORD"),
+                    replication_password_env=password_env(
+                        cluster, "REPLICATION_PASSWORD", REPLICATION_PASSWORD_KEY
+                    ),
                     primary_host=names.pod_host(0, namespace),
                     resources=container_resources(spec),
                     data_volume=DATA_VOLUME,
                     data_dir=DATA_DIR,
                     port=MYSQL_PORT,
+                    **_restore_parts(spec),
                 ),
             },
             "volumeClaimTemplates": [
@@ -236,33 +272,134 @@ def volume_claim_spec(spec: MySQLClusterSpec) -> Obj:
     return claim
 
 
+def backup_size(spec: MySQLClusterSpec) -> str:
+    """The backup volume's request: one final archive plus the retained dumps.
+
+    Rule: `data size * (1 + (retentionDays + 1) / 2)`, in whole MiB. The archive is planned at the full
+    data volume size (incompressible data; gzip usually halves it), each dump at half of it (a gzipped
+    logical dump is far smaller than InnoDB's pages), and daily dumps are kept `retentionDays + 1` at
+    most (pruning is by whole days). A schedule more often than daily needs a larger class or a volume
+    expansion: the request is fixed when the PVC is created.
+    """
+    data = parse_quantity(spec.storage.size)
+    wanted = data * (spec.backup.retention_days + 3) / 2  # = data * (1 + (retentionDays + 1) / 2)
+    return f"{math.ceil(wanted / 2**20)}Mi"
+
+
 def backup_pvc(cluster: Obj) -> Obj:
-    """Where dumps and final archives go; sized like one data volume, which holds a compressed copy."""
+    """Where dumps and final archives go (size: `backup_size`).
+
+    Same StorageClass as the data. Where it is provisioned is the class's `volumeBindingMode`: with
+    WaitForFirstConsumer (local-path, every zonal cloud class) the volume is made where its first
+    consumer is scheduled, which the dump pods' affinity to pod 0 and the final backup Job's affinity
+    to the data volume's node or zone (`final_backup_job`) keep in the data's zone. With Immediate it
+    lands anywhere, and a zonal final backup Job may then be unschedulable.
+    """
     spec = parse_spec(cluster)
+    claim = volume_claim_spec(spec)
+    claim["resources"] = {"requests": {"storage": backup_size(spec)}}
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": _metadata(cluster, Names(_name(cluster)).backup_pvc, owned=False),
-        "spec": volume_claim_spec(spec),
+        "spec": claim,
     }
 
 
-# Write under a dot-name and rename, so a half-written dump is never taken for a good one.
+# Both scripts stream: the dump or the tar goes through a pipe into `gzip -1` (fast, and memory is
+# the pipe's buffer and gzip's window, whatever the size), under a dot-name renamed when complete, so
+# a half-written file is never taken for a good one. Each run first deletes the partial files of its
+# own kind left by a killed earlier run (runs of one kind never overlap: the CronJob forbids it, and
+# there is one final backup Job), which would otherwise fill the volume.
+# A pipeline's status is its last command's: the dump runs in the database image, whose /bin/sh may
+# be dash (no pipefail), so the dump's status is carried out in a file; busybox ash has pipefail.
 # find rounds ages down to whole days: -mtime +(N-1) matches files at least N days old.
 DUMP_SCRIPT = """set -eu
+find /backup -maxdepth 1 -name '.dump-*' -exec rm -f {} +
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-mysqldump -h "$MYSQL_HOST" -u root --all-databases --single-transaction --routines --events \
-  --triggers > "/backup/.dump-$stamp.sql"
-gzip "/backup/.dump-$stamp.sql"
-mv "/backup/.dump-$stamp.sql.gz" "/backup/dump-$stamp.sql.gz"
+partial="/backup/.dump-$stamp.sql.gz"
+failed="/backup/.dump-$stamp.failed"
+{ "$DUMP" -h "$MYSQL_HOST" -u root --all-databases --single-transaction --routines --events \
+  --triggers || echo "$?" > "$failed"; } | gzip -1 > "$partial"
+if [ -e "$failed" ]; then
+  echo "dump: $DUMP exited $(cat "$failed")" >&2
+  rm -f "$failed" "$partial"
+  exit 1
+fi
+mv "$partial" "/backup/dump-$stamp.sql.gz"
 find /backup -maxdepth 1 -name 'dump-*.sql.gz' -mtime "+$((RETENTION_DAYS - 1))" -delete
 """
 
+# Named by the cluster's uid: a second Job for the same deletion (the first one's success unrecorded,
+# e.g. the operator down past the Job's TTL) finds the archive and succeeds without archiving twice.
 ARCHIVE_SCRIPT = """set -eu
+set -o pipefail
+done_already=$(ls /backup | grep -E "^final-.*-$CLUSTER_UID[.]tar[.]gz$" || true)
+if [ -n "$done_already" ]; then
+  echo "archive: $done_already is this cluster's final backup already; nothing to do"; exit 0
+fi
+find /backup -maxdepth 1 -name '.final-*' -exec rm -f {} +
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-tar -czf "/backup/.final-$stamp.tar.gz" -C /var/lib/mysql .
-mv "/backup/.final-$stamp.tar.gz" "/backup/final-$stamp.tar.gz"
+name="final-$stamp-$CLUSTER_UID.tar.gz"
+start=$(date +%s)
+tar -cf - -C /var/lib/mysql . | gzip -1 > "/backup/.$name"
+mv "/backup/.$name" "/backup/$name"
+kib=$(du -sk /var/lib/mysql | cut -f1)
+echo "archive: $name: $kib KiB of data in $(($(date +%s) - start)) s"
 """
+
+# Runs before `configure`. Only pod 0, only into an empty datadir (a restarted pod keeps what it has);
+# a marker, removed last, makes an unpacking interrupted half-way start again from a clean datadir.
+RESTORE_SCRIPT = """set -eu
+set -o pipefail
+data=/var/lib/mysql
+incomplete="$data/.restore-incomplete"
+fail() { echo "restore: $*" | tee /dev/termination-log >&2; exit 1; }
+if [ "${HOSTNAME##*-}" -ne 0 ]; then
+  echo "restore: a replica starts empty and replicates from pod 0"; exit 0
+fi
+if [ -e "$incomplete" ]; then
+  echo "restore: an earlier restore did not finish; starting it again"
+  find "$data" -mindepth 1 -maxdepth 1 ! -name lost+found ! -name .restore-incomplete -exec rm -rf {} +
+elif [ -n "$(ls -A "$data" | grep -v '^lost+found$')" ]; then
+  echo "restore: the datadir is not empty; left as it is"; exit 0
+fi
+archive=$(ls /restore | grep -E '^final-.*[.]tar[.]gz$' | sort | tail -n 1 || true)
+[ -n "$archive" ] || fail "no final-*.tar.gz in PersistentVolumeClaim $SOURCE_PVC (was $SOURCE_CLUSTER \
+deleted with backup enabled, and did its final backup succeed?)"
+archive="/restore/$archive"
+touch "$incomplete"
+start=$(date +%s)
+gzip -dc "$archive" | tar -xf - -C "$data" || fail "unpacking $archive from $SOURCE_PVC failed"
+rm "$incomplete"
+echo "restore: $archive from $SOURCE_PVC unpacked in $(($(date +%s) - start)) s"
+"""
+
+
+def _restore_parts(spec: MySQLClusterSpec) -> Obj:
+    """`mysql_pod_spec`'s extra init container and volume when the cluster restores; none otherwise."""
+    if spec.restore is None:
+        return {}
+    source = Names(spec.restore.from_cluster)
+    container = {
+        "name": "restore",
+        "image": images.current().backup,  # busybox: sh, tar, gzip
+        "command": ["sh", "-c", RESTORE_SCRIPT],
+        "env": [
+            {"name": "SOURCE_CLUSTER", "value": source.cluster},
+            {"name": "SOURCE_PVC", "value": source.source_backup_pvc},
+        ],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [
+            {"name": DATA_VOLUME, "mountPath": DATA_DIR},
+            {"name": "restore", "mountPath": RESTORE_DIR, "readOnly": True},
+        ],
+    }
+    volume = {
+        "name": "restore",
+        "persistentVolumeClaim": {"claimName": source.source_backup_pvc, "readOnly": True},
+    }
+    return {"first_init": (container,), "volumes": (volume,)}
 
 
 def _backup_volume(cluster: Obj) -> Obj:
@@ -275,14 +412,27 @@ def backup_cronjob(cluster: Obj) -> Obj:
     namespace = cluster["metadata"]["namespace"]
     container = {
         "name": "mysqldump",
-        "image": images.current().mysql(spec.version),
+        "image": images.current().database(spec.engine, spec.image_tag),
         "command": ["sh", "-c", DUMP_SCRIPT],
         "env": [
             password_env(cluster, "MYSQL_PWD"),
+            {"name": "DUMP", "value": engine(spec.engine).dump},
             {"name": "MYSQL_HOST", "value": names.primary_host(namespace)},
             {"name": "RETENTION_DAYS", "value": str(spec.backup.retention_days)},
         ],
         "volumeMounts": [{"name": "backup", "mountPath": BACKUP_DIR}],
+    }
+    # Preferred, not required: pod 0 may be down when a dump is due (the dump then fails on its own).
+    # The first dump pod is usually the backup volume's first consumer (WaitForFirstConsumer), so this
+    # also puts that volume on pod 0's node or zone, where the final backup Job needs it.
+    pod_0 = {"matchLabels": {"statefulset.kubernetes.io/pod-name": names.primary_pod}}
+    near_primary = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": weight, "podAffinityTerm": {"labelSelector": pod_0, "topologyKey": key}}
+                for weight, key in ((100, "kubernetes.io/hostname"), (50, "topology.kubernetes.io/zone"))
+            ]
+        }
     }
     return {
         "apiVersion": "batch/v1",
@@ -303,6 +453,7 @@ def backup_cronjob(cluster: Obj) -> Obj:
                         "metadata": {"labels": pod_labels(name, "backup")},
                         "spec": {
                             "restartPolicy": "Never",
+                            "affinity": near_primary,
                             "containers": [container],
                             "volumes": [_backup_volume(cluster)],
                         },
@@ -313,8 +464,21 @@ def backup_cronjob(cluster: Obj) -> Obj:
     }
 
 
-def final_backup_job(cluster: Obj) -> Obj:
+def final_backup_deadline(spec: MySQLClusterSpec) -> int:
+    """activeDeadlineSeconds of the final backup: a floor plus the data volume's size at the slowest
+    rate planned for (`FINAL_BACKUP_MIN_BYTES_PER_SECOND`)."""
+    size = parse_quantity(spec.storage.size)
+    return FINAL_BACKUP_DEADLINE_FLOOR_SECONDS + math.ceil(size / FINAL_BACKUP_MIN_BYTES_PER_SECOND)
+
+
+def final_backup_job(cluster: Obj, data_node_affinity: Obj | None = None) -> Obj:
     """Archive the primary's data volume, mounted read-only, into the backup PVC.
+
+    `data_node_affinity`: the data PersistentVolume's `spec.nodeAffinity.required` (a local-path
+    volume names its node, a zonal disk its zone), made the pod's required node affinity. The
+    scheduler would honour the data volume's affinity anyway; stating it on the Job puts the backup
+    volume, when this Job is its first consumer (WaitForFirstConsumer), in the same place, instead of
+    wherever the backup volume alone would have fit.
 
     Created only once every database pod is gone (`finalizer.py` scales the StatefulSet to 0 first):
     mysqld has shut down cleanly, so the datadir is consistent for every engine, and the volume is
@@ -337,17 +501,29 @@ def final_backup_job(cluster: Obj) -> Obj:
         "metadata": meta,
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": FINAL_BACKUP_DEADLINE_SECONDS,
+            "activeDeadlineSeconds": final_backup_deadline(parse_spec(cluster)),
             "ttlSecondsAfterFinished": FINAL_BACKUP_TTL_SECONDS,
             "template": {
                 "metadata": {"labels": pod_labels(name, "final-backup")},
                 "spec": {
                     "restartPolicy": "Never",
+                    **(
+                        {
+                            "affinity": {
+                                "nodeAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": data_node_affinity
+                                }
+                            }
+                        }
+                        if data_node_affinity
+                        else {}
+                    ),
                     "containers": [
                         {
                             "name": "archive",
                             "image": images.current().backup,
                             "command": ["sh", "-c", ARCHIVE_SCRIPT],
+                            "env": [{"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]}],
                             "volumeMounts": [
                                 {"name": DATA_VOLUME, "mountPath": DATA_DIR, "readOnly": True},
                                 {"name": "backup", "mountPath": BACKUP_DIR},

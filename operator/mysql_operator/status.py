@@ -135,6 +135,9 @@ def compute_status(
     recorded = final_backup if final_backup is not None else (cluster.get("status") or {}).get("finalBackup")
     if recorded:
         status["finalBackup"] = recorded
+    restored = (cluster.get("status") or {}).get("restoredFrom")
+    if restored:  # a record, like finalBackup: kept by every later status write
+        status["restoredFrom"] = restored
     return status
 
 

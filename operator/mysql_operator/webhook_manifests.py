@@ -17,7 +17,8 @@ Choices, each on purpose:
   because the webhook was restarting (the reconciler still checks, as a second line).
 - Defaulting: `failurePolicy: Ignore` — pinning the default StorageClass is a convenience; without
   it the PVCs get the default class anyway.
-- Rules name v1beta1 with `matchPolicy: Equivalent`: a v1alpha1 request is converted and checked too.
+- Rules name the hub (v1) with `matchPolicy: Equivalent`: v1beta1 and v1alpha1 requests are converted
+  and checked too.
 """
 
 from __future__ import annotations
@@ -111,15 +112,18 @@ def certificate_docs() -> list[dict[str, Any]]:
     ]
 
 
-def crd_conversion_patch() -> dict[str, Any]:
+def crd_conversion_patch(versions: list[dict[str, Any]]) -> dict[str, Any]:
     """A merge patch for the deployed CRD (`kubectl patch crd … --type merge --patch-file`): the
-    committed CRD says strategy None, since only the installer knows where conversion is served."""
+    committed CRD says strategy None and serves only the stored shape, since only the installer
+    knows where conversion is served. `versions` (every version, served) replaces the list whole, in
+    the same request as the webhook: a version that needs conversion is never served without it."""
     return {
         "metadata": {"annotations": INJECT_CA},
         "spec": {
+            "versions": versions,
             "conversion": {
                 "strategy": "Webhook",
                 "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": _client(CONVERT_PATH)},
-            }
+            },
         },
     }

@@ -4,12 +4,12 @@
 
 | path            | review                 | does                                                          |
 |-----------------|------------------------|---------------------------------------------------------------|
-| `CONVERT_PATH`  | ConversionReview v1    | v1alpha1 ⇄ v1beta1 (`conversion.py`)                          |
+| `CONVERT_PATH`  | ConversionReview v1    | v1alpha1, v1beta1 ⇄ v1 (`conversion.py`)                      |
 | `VALIDATE_PATH` | AdmissionReview v1     | what CEL cannot say well: cron as the CronJob controller parses |
 |                 |                        | it, a real IANA time zone, a StorageClass that exists          |
 | `MUTATE_PATH`   | AdmissionReview v1     | pins the cluster's default StorageClass into a new cluster      |
 
-The admission webhooks see v1beta1 only (`matchPolicy: Equivalent` makes the apiserver convert), and
+The admission webhooks see v1 only (`matchPolicy: Equivalent` makes the apiserver convert), and
 neither is registered for DELETE: a webhook that is down must never keep a cluster from going away.
 The finalizer's removal is an UPDATE, so the configurations also skip objects being deleted
 (`matchConditions`; see `webhook_manifests.py`).
@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import pykube
 from prometheus_client import CollectorRegistry
 
-from . import api
+from . import api, api_v1beta1
 from .conversion import convert
 from .reconciler import valid_schedule
 from .runtime.reviews import allow
@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 CONVERT_PATH = "/convert"
 VALIDATE_PATH = f"/validate-{api.GROUP.replace('.', '-')}-{api.VERSION}-{api.SINGULAR}"
 MUTATE_PATH = f"/mutate-{api.GROUP.replace('.', '-')}-{api.VERSION}-{api.SINGULAR}"
+V1BETA1_VALIDATE_PATH = VALIDATE_PATH.replace(f"-{api.VERSION}-", f"-{api_v1beta1.VERSION}-")
+V1BETA1_MUTATE_PATH = MUTATE_PATH.replace(f"-{api.VERSION}-", f"-{api_v1beta1.VERSION}-")
+"""Where the configurations of the release that stored v1beta1 call. Served too: during an upgrade the
+new server runs before `kubectl apply` has replaced those configurations, and a validating webhook with
+`failurePolicy: Fail` answering 404 would refuse every write in that window. They receive v1beta1
+objects, which have the hub's shape."""
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 Obj = dict[str, Any]
@@ -196,6 +202,8 @@ def server(
     hooks.conversion(CONVERT_PATH, convert)
     hooks.admission(VALIDATE_PATH, lambda req: validate(req, classes))
     hooks.admission(MUTATE_PATH, lambda req: default(req, classes))
+    hooks.admission(V1BETA1_VALIDATE_PATH, lambda req: validate(req, classes))
+    hooks.admission(V1BETA1_MUTATE_PATH, lambda req: default(req, classes))
     return hooks
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import kubernetes
 import pytest
 import requests
 from mysqlkit import MySQLClusters, Timeouts
@@ -70,3 +71,19 @@ def make_api() -> Callable[[Any], Api]:
 def mysql(api: Api, namespace: str, timeouts: Timeouts) -> MySQLClusters:
     """The MySQLClusters of the test's namespace and their children (kind profile on kind)."""
     return MySQLClusters(api, namespace, timeouts)
+
+
+@pytest.fixture
+def kind_only(cluster: Any) -> None:
+    """For tests that need a kubelet to run their containers (the local plane's kwok runs none)."""
+    if cluster.backend != "kind":
+        pytest.skip(f"needs containers that really run (kind), not {cluster.backend}")
+
+
+@pytest.fixture
+def core(cluster: Any) -> Iterator[kubernetes.client.CoreV1Api]:
+    """The official client's CoreV1Api on a client of its own: `kubernetes.stream.stream` swaps the
+    client's transport for websockets while it runs."""
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    yield kubernetes.client.CoreV1Api(client)
+    client.close()

@@ -18,7 +18,7 @@ from mysql_operator.runtime.manager import WRITE_VERBS
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "api" / "samples"
-API = "apis/db.example.com/v1beta1"
+API = "apis/db.example.com/v1"
 """The storage version: the shared plane has no conversion webhook, so tests there use only it."""
 FINALIZER = "db.example.com/final-backup"
 SKIP_FINAL_BACKUP = "db.example.com/skip-final-backup"

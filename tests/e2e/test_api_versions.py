@@ -1,10 +1,12 @@
-"""v1alpha1 and v1beta1 through a real apiserver and the operator's own conversion webhook.
+"""v1alpha1, v1beta1 and v1 (stored) through a real apiserver and the operator's own conversion webhook.
+(The upgrade of v1beta1-stored objects to v1 storage: test_storage_migration.py.)
 
 The first test runs on the shared cluster of every backend: its CRD converts through the run's endpoint
 (ini `envtest_conversion_webhook`, on kind reached from the node at the docker network's gateway). The
 others are on private planes, because they count requests, re-install the CRD or change its storage
 version, which must not happen under the feet of other tests: each serves `mysql_operator.webhooks`
-in-process with certificates for 127.0.0.1 and installs the generated CRD pointing at it
+in-process with certificates for 127.0.0.1 and installs the generated CRD, every version served
+(`manifests.crd(serve_all=True)`, as api/crd/testing holds it), pointing at it
 (`envtest.webhooks.install_crds`).
 """
 
@@ -69,7 +71,7 @@ def plane(private_cluster: Any, envtest_context: Any, tmp_path: Path) -> Iterato
     hooks = server(serving_certs(tmp_path / "certs")).start()
     try:
         p = Plane(private_cluster, hooks, envtest_context.create_namespace(private_cluster))
-        p.install(manifests.crd())
+        p.install(manifests.crd(serve_all=True))
         yield p
     finally:
         hooks.stop()
@@ -105,7 +107,7 @@ def test_the_shared_cluster_converts_through_the_runs_own_endpoint(
     def url(version: str, name: str = "") -> str:
         return f"{api}/{GROUP}/{version}/namespaces/{namespace}/mysqlclusters" + (f"/{name}" if name else "")
 
-    # Stored at v1beta1: the create itself already goes through the endpoint.
+    # Stored at v1: the create itself already goes through the endpoint.
     made = s.post(url("v1alpha1"), json=alpha("shared", storageSize="3Gi"), timeout=timeouts(30))
     assert made.status_code == 201, made.text
     hub = wait_converting(s, url("v1beta1", "shared"))
@@ -132,16 +134,18 @@ def test_v1beta1_only_fields_survive_a_v1alpha1_read_modify_write(plane: Plane) 
 
     old = plane.get("v1alpha1", "b")
     assert old["spec"]["storageSize"] == "2Gi" and old["spec"]["backup"]["schedule"] == "0 3 * * *"
+    assert old["spec"]["version"] == "8.4"  # unset at the hub: mysql's default, shown explicitly
     assert json.loads(old["metadata"]["annotations"][FIELDS]) == {
         "backup": {"schedule": {"timeZone": "Europe/Berlin"}},
         "storage": {"storageClassName": "fast"},
+        "version": None,
     }
     edited = copy.deepcopy(old)
     edited["spec"]["replicas"] = 3  # an old client's update: whole object back, at v1alpha1
     plane.put(edited)
 
     hub = plane.get("v1beta1", "b")
-    assert hub["spec"]["replicas"] == 3
+    assert hub["spec"]["replicas"] == 3 and "version" not in hub["spec"]  # not pinned by the old client
     assert hub["spec"]["storage"] == {"size": "2Gi", "storageClassName": "fast"}
     assert hub["spec"]["backup"]["schedule"] == schedule
     assert FIELDS not in (hub["metadata"].get("annotations") or {}), "the annotation is v1alpha1's only"
@@ -184,12 +188,12 @@ def test_objects_stored_before_the_storage_version_changed_still_read_correctly(
     gone = plane.s.delete(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=plane.timeouts(30))
     assert gone.status_code in (200, 202), gone.text
     eventually(crd_gone, timeout=plane.timeouts(60))
-    plane.install(alpha_only(manifests.crd()))
+    plane.install(alpha_only(manifests.crd(serve_all=True)))
     before = plane.create(alpha("stored-as-alpha", storageSize="7Gi", backup={"schedule": "30 1 * * *"}))
 
-    plane.install(manifests.crd())  # the upgrade: v1beta1 added and made the storage version
+    plane.install(manifests.crd(serve_all=True))  # the upgrade: v1beta1 and v1 added, v1 the storage version
     crd = plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=plane.timeouts(10)).json()
-    assert crd["status"]["storedVersions"] == ["v1alpha1", "v1beta1"]
+    assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
 
     hub = plane.get("v1beta1", "stored-as-alpha")  # etcd still holds v1alpha1 bytes: converted on read
     assert hub["spec"]["storage"] == {"size": "7Gi"} and hub["spec"]["backup"]["schedule"] == {
@@ -197,7 +201,7 @@ def test_objects_stored_before_the_storage_version_changed_still_read_correctly(
     }
     assert plane.get("v1alpha1", "stored-as-alpha")["spec"] == before["spec"]
 
-    # A write at either version re-stores the object at v1beta1 (what a storage migration does).
+    # A write at any version re-stores the object at v1 (what a storage migration does).
     hub["spec"]["replicas"] = 2
     assert plane.put(hub)["spec"]["storage"] == {"size": "7Gi"}
     assert plane.get("v1alpha1", "stored-as-alpha")["spec"] == {**before["spec"], "replicas": 2}

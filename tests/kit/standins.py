@@ -7,7 +7,9 @@ A cluster from that image (`envtest kind image build`) cannot pull Docker Hub's 
 - ``envtest.local/mysql-standin:<v>`` for every MySQL version the E2E suite asks for: a static Go
   program (tests/kit/mysqlstandin) that does what the operator's pods ask of mysqld, mysql,
   mysqladmin and mysqldump, on the node's busybox;
-- the backup image: the node's own ``envtest.local/busybox:<v>`` (kind's storage helper, preloaded).
+- the backup image: the node's own ``envtest.local/busybox:<v>`` (kind's storage helper, preloaded);
+- the real database: ``envtest.local/mariadb:10.11``, MariaDB from Debian's packages
+  (``engineimage.py``), for clusters with ``engine: mariadb`` (the `real_database` E2E set).
 
 A cluster from a published node image needs none of this (the real images are pulled): `load` does
 nothing there and `env` prints nothing.
@@ -27,11 +29,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import engineimage
+
 from envtest.binaries import kind as kind_binary
 from envtest.binaries.nodeimage import builds, images
 from envtest.binaries.nodespec import NodeImageSpec, is_offline_image
 from envtest.errors import EnvtestError
-from mysql_operator.images import BACKUP_ENV, MYSQL_ENV
+from mysql_operator.images import BACKUP_ENV, MARIADB_ENV, MYSQL_ENV
 
 Progress = Callable[[str], None]
 
@@ -86,7 +90,7 @@ def build(progress: Progress = _say) -> list[str]:
     images.docker_build(first, DOCKERFILE.format(busybox=base), {"mysqlstandin": binary(progress)})
     for tag in others:  # the same stand-in under every version tag the operator may ask for
         images.check(images.run(["docker", "tag", first, tag]), f"docker tag {first} {tag}")
-    return mysql_images()
+    return [*mysql_images(), engineimage.build(progress)]
 
 
 def node_image(name: str) -> str:
@@ -107,7 +111,7 @@ def env(name: str) -> dict[str, str]:
     """The operator's image variables for cluster `name`; empty when it pulls the real images."""
     if not needed(name):
         return {}
-    return {MYSQL_ENV: REPOSITORY, BACKUP_ENV: busybox_image()}
+    return {MYSQL_ENV: REPOSITORY, MARIADB_ENV: engineimage.REPOSITORY, BACKUP_ENV: busybox_image()}
 
 
 def load(name: str, progress: Progress = _say) -> list[str]:

@@ -3,7 +3,8 @@ binaries and the apiserver of the cluster they would have made — so the backen
 pytest-kind-ng it is built on) runs here without docker. Never a stand-in for pytest_kind itself.
 
 The fake docker answers `info` (a daemon runs, unless FAKE_DOCKER_DOWN is set), `image inspect` from
-FAKE_DOCKER_IMAGES (the pinned node image by default) and fails every `pull` (no registry).
+FAKE_DOCKER_IMAGES (the pinned node image by default), fails every `pull` (no registry) and answers
+`exec <node> cat /kind/version` with the cluster's version (`set_clusters(version=…)`, else v1.37.0).
 
 The fake kind keeps its clusters in a JSON file (`{"name": {"running": bool}}`) and appends every
 argv it is called with to a log, one JSON list per line.
@@ -92,6 +93,12 @@ if args[:2] == ["image", "inspect"]:  # the node images docker "has": FAKE_DOCKE
 if args[:1] == ["pull"]:  # no registry here
     sys.exit("Error response from daemon: dial tcp: lookup registry-1.docker.io: no such host")
 state = json.loads(Path(os.environ["FAKE_KIND_STATE"]).read_text())
+if args[:1] == ["exec"] and args[2:] == ["cat", "/kind/version"]:
+    for name, info in state.items():
+        if args[1] == name + "-control-plane" and info["running"]:
+            print(info.get("version", "v1.37.0"))
+            sys.exit(0)
+    sys.exit("Error response from daemon: container " + args[1] + " is not running")
 container = sys.argv[-1]
 for name, info in state.items():
     if container == name + "-control-plane":
@@ -125,8 +132,10 @@ class FakeKind:
             monkeypatch.setenv("FAKE_KIND_SERVER", server)
         return self
 
-    def set_clusters(self, **running: bool) -> None:
-        self.state_file.write_text(json.dumps({n: {"running": r} for n, r in running.items()}))
+    def set_clusters(self, version: str | None = None, **running: bool) -> None:
+        """Clusters by name, running or stale; `version`: what their nodes' /kind/version says."""
+        extra = {"version": version} if version else {}
+        self.state_file.write_text(json.dumps({n: {"running": r, **extra} for n, r in running.items()}))
 
     def clusters(self) -> dict[str, Any]:
         return json.loads(self.state_file.read_text()) if self.state_file.exists() else {}

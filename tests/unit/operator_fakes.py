@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pykube.exceptions import HTTPError
@@ -59,7 +60,8 @@ def _apiserver_defaults(kind: str, obj: Obj) -> None:
         for port in spec.get("ports", []):
             port.setdefault("protocol", "TCP")
     if kind == "Secret" and "stringData" in obj:
-        obj["data"] = {k: "b64:" + v for k, v in obj.pop("stringData").items()}
+        # stringData is merged over data, as the apiserver does.
+        obj["data"] = {**(obj.get("data") or {}), **{k: "b64:" + v for k, v in obj.pop("stringData").items()}}
     for pod in pod_specs:
         pod.setdefault("dnsPolicy", "ClusterFirst")
         pod.setdefault("schedulerName", "default-scheduler")
@@ -93,6 +95,10 @@ class FakeKube:
         self._uid = itertools.count(1)
         self.applied: dict[tuple[str, str | None, str], Obj] = {}
         """Our last apply configuration per object: what server-side apply remembers as our fields."""
+        self.deletes: list[tuple[str, str, str | None]] = []
+        """(resource, name, uid precondition) of every delete that found its object."""
+        self.graces: list[tuple[str, str, int | None]] = []
+        """(resource, name, gracePeriodSeconds) of the same deletes."""
 
     # -- helpers for tests -------------------------------------------------------------------
 
@@ -184,6 +190,12 @@ class FakeKube:
             raise api_error(404, "NotFound", f'{kind.endpoint} "{meta["name"]}" not found')
         if meta.get("uid") not in (None, live["metadata"]["uid"]):
             raise api_error(409, "Conflict", "Precondition failed: UID in precondition")
+        if kind.kind == "StatefulSet":
+            fixed = ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")
+            changed = [f for f in fixed if f in obj.get("spec", {}) and obj["spec"][f] != live["spec"].get(f)]
+            if changed:  # the apiserver's StatefulSet update validation
+                message = f"spec: Forbidden: updates to statefulset spec for fields {changed} are forbidden"
+                raise api_error(422, "Invalid", message)
         result = copy.deepcopy(live)
         previous = self.applied.get(key)
         if previous is not None:
@@ -199,15 +211,39 @@ class FakeKube:
         return copy.deepcopy(result)
 
     def delete(
-        self, kind: Kind, namespace: str | None, name: str, *, propagation_policy: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation_policy: str | None = None,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> bool:
         self._maybe_fail("delete", kind.endpoint)
         key = (kind.endpoint, namespace, name)
         obj = self.objects.get(key)
         if obj is None:
             return False
+        self.deletes.append((kind.endpoint, name, uid))
+        self.graces.append((kind.endpoint, name, grace_period_seconds))
+        if uid is not None and uid != obj["metadata"]["uid"]:
+            have = obj["metadata"]["uid"]
+            message = f"the UID in the precondition ({uid}) does not match the UID in record ({have})"
+            raise api_error(409, "Conflict", message)
         self.writes.append(("delete", kind.endpoint, name))
-        if obj["metadata"].get("finalizers"):
+        graceful = (
+            kind.kind == "Pod" and (obj.get("spec") or {}).get("nodeName") and grace_period_seconds != 0
+        )
+        if graceful:
+            # A pod on a node goes only once its kubelet says so; until then it is Terminating.
+            grace = grace_period_seconds
+            if grace is None:
+                grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            obj["metadata"].setdefault("deletionTimestamp", "2026-01-01T00:00:00Z")
+            obj["metadata"]["deletionGracePeriodSeconds"] = grace
+            obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        elif obj["metadata"].get("finalizers"):
             obj["metadata"].setdefault("deletionTimestamp", "2026-01-01T00:00:00Z")
             obj["metadata"]["resourceVersion"] = str(next(self._rv))
         else:
@@ -328,3 +364,19 @@ class RecordingEvents:
 
     def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
+
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Clock:
+    """The reconciler's `now`: still until a test advances it."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)

@@ -127,6 +127,8 @@ class FakeApiServer:
         self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
+        self.lease_status: int | None = None
+        """Answer every Lease request with this HTTP status (e.g. 403, a Role in another namespace)."""
         self.closing = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -194,6 +196,8 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     items = [c for (ns, _), c in api.configmaps.items() if namespace in (None, ns)]
                     return self._send(200, {"metadata": {"resourceVersion": str(api.rv)}, "items": items})
             if "leases" in path:
+                if api.lease_status is not None:
+                    return self._status(api.lease_status, "Forbidden")
                 lease = api.leases.get((path[-3], path[-1]))
                 return self._send(200, lease) if lease else self._status(404, "NotFound")
             self._status(404, "NotFound")

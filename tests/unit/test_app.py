@@ -14,6 +14,7 @@ from mysql_operator.__main__ import main
 from mysql_operator.app import cluster_of
 from mysql_operator.kinds import CronJob, MySQLCluster, Secret, Service, StatefulSet
 from mysql_operator.reconciler import MySQLClusterReconciler
+from mysql_operator.runtime import leader
 
 
 def factory() -> pykube.HTTPClient:
@@ -93,6 +94,35 @@ def test_bad_input_is_one_line_naming_it_and_exit_2(
     assert err.count("\n") == 1 and expected in err
     if "--workers" not in args:
         assert path in err or str(Path(path)) in err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--queue-qps", "0"], "--queue-qps: must be > 0"),
+        (["--queue-burst", "0"], "--queue-burst: must be at least 1"),
+        (["--leader-elect"], "--leader-election-namespace"),
+    ],
+)
+def test_bad_runtime_flags_are_one_line_naming_them_and_exit_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    expected: str,
+) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)  # out of a cluster: no namespace to guess
+    monkeypatch.setattr(leader, "SERVICEACCOUNT_NAMESPACE", tmp_path / "absent")
+    assert main(["run", "--kubeconfig", write(tmp_path, KUBECONFIG), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err
+
+
+def test_queue_rate_limits_and_the_event_sender_are_wired() -> None:
+    manager = build_manager(factory, queue_qps=2.5, queue_burst=7)
+    (controller,) = manager.controllers
+    assert (controller.qps, controller.burst) == (2.5, 7)
+    assert manager._runnables == [controller.reconciler.recorder], "the Event sender runs with the manager"
 
 
 def test_key_value_log_lines_carry_extra_fields() -> None:

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from peer_specs import BUILDERS, SPECS, cluster
 
 from mysql_operator import resources
 
@@ -37,35 +38,6 @@ def kopf_children() -> ModuleType:
         return importlib.import_module("kopfmysql.children")
     finally:
         sys.path.remove(str(ROOT / "benchmarks" / "peers"))
-
-
-def cluster(spec: dict[str, Any]) -> dict[str, Any]:
-    meta = {"name": "db", "namespace": "ns", "uid": "u-1", "generation": 1}
-    return {"apiVersion": "db.example.com/v1beta1", "kind": "MySQLCluster", "metadata": meta, "spec": spec}
-
-
-SPECS = {
-    "minimal": {"replicas": 1, "storage": {"size": "1Gi"}},
-    "full": {
-        "replicas": 3,
-        "version": "8.4.3",
-        "storage": {"size": "20Gi", "storageClassName": "fast"},
-        "resources": {"cpu": "500m", "memory": "1Gi"},
-        "backup": {
-            "enabled": True,
-            "schedule": {"cron": "@daily", "timeZone": "Europe/Berlin"},
-            "retentionDays": 3,
-        },
-    },
-}
-BUILDERS = [
-    "headless_service",
-    "primary_service",
-    "statefulset",
-    "backup_pvc",
-    "backup_cronjob",
-    "final_backup_job",
-]
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=list(SPECS))

@@ -34,11 +34,6 @@ class FakeInformer:
 
 
 @pytest.fixture
-def kube() -> FakeKube:
-    return FakeKube()
-
-
-@pytest.fixture
 def informer() -> FakeInformer:
     return FakeInformer()
 
@@ -144,3 +139,87 @@ def test_a_remembered_write_keeps_no_managed_fields_and_the_caller_gets_them(
     kept = client.get(StatefulSet, "ns", "db-mysql")
     assert kept is not None and "managedFields" not in kept["metadata"], "as the informers keep it"
     assert kept["spec"] == created["spec"]
+
+
+class DeliveringInformer(FakeInformer):
+    """An informer whose watch delivers `pending` (store and resourceVersion together, as the real one
+    does under its lock) at a chosen point of a read: the injected interleaving."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[tuple[Key, dict[str, Any] | None, str]] = []
+        self.deliver_after_store_read = False
+
+    def deliver(self) -> None:
+        for key, obj, rv in self.pending:
+            if obj is None:
+                self.store.pop(key, None)
+            else:
+                self.store[key] = obj
+            self.resource_version = rv
+        self.pending.clear()
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        found = super().get(key)
+        if self.deliver_after_store_read:
+            self.deliver()
+        return found
+
+
+@pytest.fixture
+def delivering() -> DeliveringInformer:
+    return DeliveringInformer()
+
+
+@pytest.fixture
+def racing(kube: FakeKube, delivering: DeliveringInformer) -> CachedClient:
+    return CachedClient(kube, lambda kind: delivering)  # type: ignore[arg-type,return-value]
+
+
+def test_our_write_delivered_between_the_store_read_and_the_rv_check_is_not_lost(
+    racing: CachedClient, kube: FakeKube, delivering: DeliveringInformer
+) -> None:
+    kube.put(StatefulSet, sts())
+    delivering.catch_up(kube, StatefulSet, "db-mysql")
+    stale = delivering.store[Key("ns/db-mysql")]
+    patched = racing.patch_merge(StatefulSet, "ns", "db-mysql", {"spec": {"replicas": 3}})
+    rv = patched["metadata"]["resourceVersion"]
+    # The watch delivers our patch just after the read took the store's (older) object.
+    delivering.pending.append((Key("ns/db-mysql"), kube.peek(StatefulSet, "ns", "db-mysql"), rv))
+    delivering.deliver_after_store_read = True
+    read = racing.get(StatefulSet, "ns", "db-mysql")
+    assert read is not None and read["spec"]["replicas"] == 3, f"stale read: {read} (store had {stale})"
+    delivering.deliver_after_store_read = False
+    assert racing.get(StatefulSet, "ns", "db-mysql")["spec"]["replicas"] == 3  # type: ignore[index]
+    assert racing.remembered == 0, "once the store shows our write, the overlay is dropped"
+
+
+def test_a_newer_object_the_informer_delivered_wins_over_our_write_even_if_its_rv_lags(
+    racing: CachedClient, kube: FakeKube, delivering: DeliveringInformer
+) -> None:
+    kube.put(StatefulSet, sts())
+    ours = racing.patch_merge(StatefulSet, "ns", "db-mysql", {"spec": {"replicas": 2}})
+    kube.patch_merge(StatefulSet, "ns", "db-mysql", {"spec": {"replicas": 7}})  # someone else, after us
+    # The store has the newer object; the informer's own resourceVersion has not moved (a stale
+    # bookmark, a relist in progress): the object's resourceVersion decides.
+    delivering.store[Key("ns/db-mysql")] = kube.peek(StatefulSet, "ns", "db-mysql")  # type: ignore[assignment]
+    delivering.resource_version = "1"
+    read = racing.get(StatefulSet, "ns", "db-mysql")
+    assert read is not None and read["spec"]["replicas"] == 7, f"our older write {ours} hid a newer one"
+
+
+def test_an_absent_object_is_a_deletion_only_once_the_informer_passed_our_write_before_the_read(
+    racing: CachedClient, kube: FakeKube, delivering: DeliveringInformer
+) -> None:
+    created = racing.create(StatefulSet, sts())
+    rv = int(created["metadata"]["resourceVersion"])
+    # Not delivered yet: absent from the store means "not seen yet", not "deleted".
+    assert racing.get(StatefulSet, "ns", "db-mysql") == created
+    # Our create, then a deletion, delivered while the read is in the store: the read still
+    # started before the informer caught up, so it keeps answering with our write...
+    delivering.pending.append((Key("ns/db-mysql"), None, str(rv + 1)))
+    delivering.deliver_after_store_read = True
+    assert racing.get(StatefulSet, "ns", "db-mysql") == created
+    # ...and the next read, after the informer passed our write, sees the deletion.
+    assert racing.get(StatefulSet, "ns", "db-mysql") is None
+    assert racing.remembered == 0

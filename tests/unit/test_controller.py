@@ -35,6 +35,11 @@ class FakeInformer:
 
     def add_handler(self, handler: Callable[[str, dict[str, Any], dict[str, Any] | None], None]) -> None:
         self.handlers.append(handler)
+        for o in self.cache:  # an Informer replays its cache to a new handler
+            handler("ADDED", o, None)
+
+    def remove_handler(self, handler: Callable[[str, dict[str, Any], dict[str, Any] | None], None]) -> None:
+        self.handlers.remove(handler)
 
     def keys(self) -> list[Key]:
         return [Key(f"{o['metadata']['namespace']}/{o['metadata']['name']}") for o in self.cache]
@@ -289,8 +294,8 @@ def test_resync_enqueues_every_cached_object_spread_over_the_jitter_window(clock
         "mysql", ScriptedReconciler(), resync_period=1000.0, resync_jitter=0.1, rng=random.Random(7)
     ).for_(MySQLCluster)
     informer = FakeInformer()
-    informer.cache = [{"metadata": {"name": f"db{i}", "namespace": "ns"}} for i in range(20)]
     controller.setup({MySQLCluster: informer}, clock=clock)  # type: ignore[dict-item]
+    informer.cache = [{"metadata": {"name": f"db{i}", "namespace": "ns"}} for i in range(20)]
     assert controller.resync() == 20
     assert ready_keys(controller) == [], "no key is due at once: spread, not a thundering herd"
     clock.advance(50)
@@ -333,3 +338,102 @@ def test_a_worker_of_an_ended_term_never_takes_keys_of_the_next_term() -> None:
     assert not old_worker.is_alive(), "the old worker kept going: it serves the new term's queue"
     assert taken == [(KEY, "mysql-worker-0")], "the old worker took a key from the new term's queue"
     assert len(controller.queue) == 1
+
+
+class Bug(BaseException):
+    """Not even an Exception: the reconcile must still not take the worker down."""
+
+
+def test_a_reconciler_bug_is_a_counted_panic_requeued_never_fatal(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Buggy:
+        calls = 0
+
+        def reconcile(self, key: Key) -> Result:
+            self.calls += 1
+            if self.calls == 1:
+                raise KeyError("status")
+            if self.calls == 2:
+                raise Bug("worse")
+            return Result()
+
+    controller, _, metrics = make(Buggy(), clock)
+    queue = controller.queue
+    assert queue is not None
+    queue.add(KEY)
+    with caplog.at_level(logging.ERROR, logger="mysql_operator"):
+        assert controller.process_next(timeout=0)
+        clock.advance(0.005)
+        assert controller.process_next(timeout=0)
+    clock.advance(0.01)
+    assert controller.process_next(timeout=0)
+    panics = metrics.registry.get_sample_value(
+        "controller_runtime_reconcile_panics_total", {"controller": "mysql"}
+    )
+    assert panics == 2
+    assert (outcome_count(metrics, "error"), outcome_count(metrics, "success")) == (2, 1)
+    assert len([r for r in caplog.records if r.exc_info]) == 2, "each logged with its traceback"
+
+
+def test_api_and_connection_errors_are_not_panics(clock: FakeClock) -> None:
+    errors = (HTTPError(500, "etcd"), requests.ConnectionError("reset"), ConnectionResetError())
+    controller, _, metrics = make(ScriptedReconciler(*errors), clock)
+    assert controller.queue is not None
+    controller.queue.add(KEY)
+    for _ in errors:
+        assert controller.process_next(timeout=0)
+        clock.advance(1.0)
+    assert outcome_count(metrics, "error") == 3
+    assert not metrics.registry.get_sample_value(
+        "controller_runtime_reconcile_panics_total", {"controller": "mysql"}
+    )
+
+
+def test_many_failing_keys_come_back_at_the_shared_rate(clock: FakeClock) -> None:
+    failing = ScriptedReconciler(*[RuntimeError("apiserver restarting")] * 6)
+    controller = Controller("mysql", failing, qps=10, burst=2).for_(MySQLCluster)
+    controller.setup({MySQLCluster: FakeInformer()}, clock=clock)  # type: ignore[dict-item]
+    queue = controller.queue
+    assert queue is not None
+    for i in range(6):
+        queue.add(Key(f"ns/db{i}"))
+    for _ in range(6):
+        assert controller.process_next(timeout=0)
+    clock.advance(0.005)
+    assert len(ready_keys(controller)) == 2, "the burst comes back after the per-key backoff"
+    clock.advance(0.1 - 0.005)
+    assert len(ready_keys(controller)) == 1, "then one per 1/qps"
+    clock.advance(0.3)
+    assert len(ready_keys(controller)) == 3
+
+
+def test_bad_rate_limit_settings_fail_at_construction() -> None:
+    with pytest.raises(ValueError, match="qps"):
+        Controller("mysql", ScriptedReconciler(), qps=0)
+
+
+def test_a_new_term_on_synced_informers_enqueues_every_cached_object(clock: FakeClock) -> None:
+    controller = Controller("mysql", ScriptedReconciler()).for_(MySQLCluster).owns(pykube.StatefulSet)
+    primary, owned = FakeInformer(), FakeInformer()
+    primary.cache = [{"metadata": {"name": "db", "namespace": "ns"}}]
+    owned.cache = [child(owner_ref(name="other"))]
+    informers = {MySQLCluster: primary, pykube.StatefulSet: owned}
+    controller.setup(informers, clock=clock)  # type: ignore[arg-type]
+    assert sorted(ready_keys(controller)) == [Key("ns/db"), Key("ns/other")]
+    controller.stop(timeout=0)
+    controller.teardown()
+    assert primary.handlers == [] and owned.handlers == [], "the ended term no longer listens"
+    controller.setup(informers, clock=clock)  # type: ignore[arg-type]  # the next term, same informers
+    assert sorted(ready_keys(controller)) == [Key("ns/db"), Key("ns/other")]
+    assert len(primary.handlers) == 1
+
+
+def test_subscribing_after_start_feeds_the_running_workers(clock: FakeClock) -> None:
+    controller = Controller("mysql", ScriptedReconciler()).for_(MySQLCluster)
+    primary = FakeInformer()
+    primary.cache = [{"metadata": {"name": "db", "namespace": "ns"}}]
+    controller.setup({MySQLCluster: primary}, clock=clock, subscribe=False)  # type: ignore[dict-item]
+    assert ready_keys(controller) == [] and primary.handlers == []
+    controller.subscribe({MySQLCluster: primary})  # type: ignore[dict-item]
+    assert ready_keys(controller) == [KEY]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from operator_fakes import FakeKube, RecordingEvents, cluster
+from operator_fakes import START, Clock, FakeKube, RecordingEvents, cluster
 
 from mysql_operator import finalizer, resources
 from mysql_operator.api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
@@ -17,37 +16,6 @@ from mysql_operator.status import condition
 
 KEY = Key("ns/db")
 POLL = Result(requeue_after=finalizer.POLL_SECONDS)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def kube() -> FakeKube:
-    return FakeKube()
-
-
-@pytest.fixture
-def events() -> RecordingEvents:
-    return RecordingEvents()
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def reconciler(kube: FakeKube, events: RecordingEvents, clock: Clock) -> MySQLClusterReconciler:
-    return MySQLClusterReconciler(kube, recorder=events, now=clock)  # type: ignore[arg-type]
 
 
 def live(kube: FakeKube) -> dict[str, Any]:
@@ -75,10 +43,57 @@ def deleted(kube: FakeKube, reconciler: MySQLClusterReconciler, *, backup: bool 
     kube.delete(MySQLCluster, "ns", "db")
 
 
+def statefulset_at_zero(kube: FakeKube) -> None:
+    """What the StatefulSet controller reports once it has acted on the scale to 0."""
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    observed = {"observedGeneration": sts["metadata"]["generation"], "replicas": 0, "readyReplicas": 0}
+    kube.set_status(StatefulSet, "ns", "db-mysql", observed)
+
+
 def pods_stopped(kube: FakeKube, reconciler: MySQLClusterReconciler) -> None:
-    """First pass scales to 0; then the StatefulSet controller removes the pod."""
+    """First pass scales to 0; then the StatefulSet controller removes the pod and says so."""
     assert reconciler.reconcile(KEY) == POLL
     kube.objects.pop(("pods", "ns", "db-mysql-0"))
+    statefulset_at_zero(kube)
+
+
+GRACE = 120
+"""The database pods' terminationGracePeriodSeconds in these tests."""
+FORCE_AFTER = GRACE + finalizer.STOP_MARGIN_SECONDS
+
+
+def scheduled_pod(kube: FakeKube, ordinal: int) -> None:
+    """A database pod of our StatefulSet, on a node (its deletion waits for the kubelet)."""
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db-mysql", "controller": True}
+    meta = {
+        "name": f"db-mysql-{ordinal}",
+        "namespace": "ns",
+        "labels": resources.pod_labels("db", "database"),
+        "ownerReferences": [{**owner, "uid": sts["metadata"]["uid"]}],
+    }
+    spec = {"nodeName": "node-a", "terminationGracePeriodSeconds": GRACE}
+    kube.put(Pod, {"metadata": meta, "spec": spec})
+
+
+def stuck_scale_down(kube: FakeKube, reconciler: MySQLClusterReconciler) -> None:
+    """Deleted with pods 0..2 present; OrderedReady with unready pods: the controller deletes none."""
+    deleted(kube, reconciler)
+    kube.objects.pop(("pods", "ns", "db-mysql-0"))
+    for ordinal in range(3):
+        scheduled_pod(kube, ordinal)
+    assert reconciler.reconcile(KEY) == POLL  # scaled to 0; stopping begins now
+    assert record(kube)["stoppingSince"] == "2026-01-01T00:00:00Z"
+
+
+def pod_deletes(kube: FakeKube) -> list[tuple[str, int | None]]:
+    return [(name, grace) for resource, name, grace in kube.graces if resource == "pods"]
+
+
+def forced(events: RecordingEvents) -> list[tuple[str, str, str]]:
+    return [e for e in events.events if e[1] == finalizer.FORCED]
 
 
 def job_started(kube: FakeKube, reconciler: MySQLClusterReconciler) -> None:
@@ -117,6 +132,7 @@ def test_job_is_created_only_after_every_database_pod_is_gone(
     deleted(kube, reconciler)
     reconciler.reconcile(KEY)  # scaled to 0; pod 0 is still shutting down
     database_pod(kube, 1)
+    statefulset_at_zero(kube)
     for _ in range(3):
         assert reconciler.reconcile(KEY) == POLL
         assert kube.peek(Job, "ns", "db-final-backup") is None
@@ -129,6 +145,94 @@ def test_job_is_created_only_after_every_database_pod_is_gone(
     assert job["spec"]["ttlSecondsAfterFinished"] >= 3600
     assert FINALIZER in live(kube)["metadata"]["finalizers"]
     assert live(kube)["status"]["phase"] == "Terminating"
+
+
+def test_an_empty_pod_list_is_not_enough_the_statefulset_must_report_zero_replicas(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    deleted(kube, reconciler)
+    assert reconciler.reconcile(KEY) == POLL  # scaled to 0
+    kube.objects.pop(("pods", "ns", "db-mysql-0"))  # no pod listed: the controller may not have acted
+    assert reconciler.reconcile(KEY) == POLL
+    assert kube.peek(Job, "ns", "db-final-backup") is None
+    assert "to report 0 replicas" in record(kube)["message"]
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    # replicas 0, but from a generation before the scale: not an answer about the scale.
+    stale = {"observedGeneration": sts["metadata"]["generation"] - 1, "replicas": 0}
+    kube.set_status(StatefulSet, "ns", "db-mysql", stale)
+    assert reconciler.reconcile(KEY) == POLL
+    assert kube.peek(Job, "ns", "db-final-backup") is None
+    # Caught up, but still counting a pod (one the list did not show yet).
+    kube.set_status(
+        StatefulSet, "ns", "db-mysql", {"observedGeneration": sts["metadata"]["generation"], "replicas": 1}
+    )
+    assert reconciler.reconcile(KEY) == POLL
+    assert kube.peek(Job, "ns", "db-final-backup") is None
+    statefulset_at_zero(kube)
+    assert reconciler.reconcile(KEY) == POLL
+    assert kube.peek(Job, "ns", "db-final-backup") is not None
+
+
+def test_no_pod_is_deleted_by_the_operator_before_the_bound(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
+) -> None:
+    stuck_scale_down(kube, reconciler)
+    for _ in range(int(FORCE_AFTER // finalizer.POLL_SECONDS)):
+        assert reconciler.reconcile(KEY) == POLL
+        clock.advance(finalizer.POLL_SECONDS - 0.001)
+    assert (clock.now - START).total_seconds() < FORCE_AFTER
+    assert pod_deletes(kube) == [] and forced(events) == []
+    assert record(kube)["stoppingSince"] == "2026-01-01T00:00:00Z", "the start is kept, not renewed"
+    assert record(kube)["message"] == "waiting for 3 database pod(s) to stop before the final backup"
+
+
+def test_pods_outstaying_their_grace_are_deleted_with_a_warning_naming_them(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
+) -> None:
+    stuck_scale_down(kube, reconciler)
+    clock.advance(FORCE_AFTER)
+    assert reconciler.reconcile(KEY) == POLL
+    assert pod_deletes(kube) == [("db-mysql-0", None), ("db-mysql-1", None), ("db-mysql-2", None)]
+    uids = {name: uid for resource, name, uid in kube.deletes if resource == "pods"}
+    assert all(uid and uid.startswith("uid-") for uid in uids.values()), "deleted by uid precondition"
+    (warning,) = forced(events)
+    assert warning[0] == "Warning"
+    assert "db-mysql-0, db-mysql-1, db-mysql-2" in warning[2] and f"{GRACE}s grace" in warning[2]
+    # Now Terminating: looked at again, they are neither deleted again nor reported again.
+    clock.advance(finalizer.POLL_SECONDS)
+    assert reconciler.reconcile(KEY) == POLL
+    assert len(pod_deletes(kube)) == 3 and len(forced(events)) == 1
+    assert kube.peek(Job, "ns", "db-final-backup") is None, "no Job while a pod may still run mysqld"
+
+
+def test_pods_still_terminating_after_the_second_bound_are_deleted_with_no_grace(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
+) -> None:
+    stuck_scale_down(kube, reconciler)
+    clock.advance(FORCE_AFTER)
+    reconciler.reconcile(KEY)  # deleted with their grace; their node never confirms
+    clock.advance(FORCE_AFTER - 1)
+    assert reconciler.reconcile(KEY) == POLL
+    assert [g for _, g in pod_deletes(kube)] == [None, None, None]
+    clock.advance(1)
+    assert reconciler.reconcile(KEY) == POLL
+    assert pod_deletes(kube)[3:] == [("db-mysql-0", 0), ("db-mysql-1", 0), ("db-mysql-2", 0)]
+    assert kube.list(Pod, "ns", "") == []
+    assert len(forced(events)) == 2 and "gracePeriodSeconds=0" in forced(events)[1][2]
+    statefulset_at_zero(kube)
+    assert reconciler.reconcile(KEY) == POLL
+    assert kube.peek(Job, "ns", "db-final-backup") is not None
+
+
+def test_a_look_alike_pod_not_of_our_statefulset_is_never_deleted(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
+) -> None:
+    deleted(kube, reconciler)  # pod 0 here carries our labels but no ownerReference
+    assert reconciler.reconcile(KEY) == POLL
+    clock.advance(3 * FORCE_AFTER)
+    assert reconciler.reconcile(KEY) == POLL
+    assert pod_deletes(kube) == [] and forced(events) == []
 
 
 def test_success_is_recorded_before_the_finalizer_comes_off_and_never_archived_twice(
@@ -319,3 +423,30 @@ def test_progress_status_conflict_does_not_hold_up_deletion(
     kube.fail_next("patch", "mysqlclusters/status", 409, "Conflict", "modified")
     assert reconciler.reconcile(KEY) == POLL
     assert kube.peek(Job, "ns", "db-final-backup") is not None
+
+
+def test_the_failed_job_delete_names_its_uid_and_spares_a_namesake(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    deleted(kube, reconciler)
+    job_started(kube, reconciler)
+    fail_job(kube)
+    counted = kube.peek(Job, "ns", "db-final-backup")
+    assert counted is not None
+    real_delete = kube.delete
+
+    def replaced_first(kind: Any, namespace: Any, name: str, **kw: Any) -> bool:
+        # Between the status write that counted the failure and the delete, someone replaces the Job.
+        if kind is Job and kube.peek(Job, "ns", name)["metadata"]["uid"] == counted["metadata"]["uid"]:  # type: ignore[index]
+            del kube.objects[("jobs", "ns", name)]
+            kube.put(Job, {"metadata": {"name": name, "namespace": "ns"}, "spec": {}})
+        return real_delete(kind, namespace, name, **kw)
+
+    kube.delete = replaced_first  # type: ignore[method-assign]
+    assert reconciler.reconcile(KEY) == Result(requeue_after=finalizer.backoff(1)), "a 409 is no error"
+    assert [d for d in kube.deletes if d[0] == "jobs"] == [
+        ("jobs", "db-final-backup", counted["metadata"]["uid"])
+    ]
+    survivor = kube.peek(Job, "ns", "db-final-backup")
+    assert survivor is not None and survivor["metadata"]["uid"] != counted["metadata"]["uid"]
+    assert record(kube)["attempts"] == 1

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from runtime_fakes import (
     wait_for,
 )
 
-from mysql_operator.runtime.informer import HandlerError, Informer
+from mysql_operator.runtime.informer import Informer
 from mysql_operator.runtime.types import Key
 
 
@@ -257,21 +258,87 @@ def test_other_watch_errors_resume_from_the_last_resource_version(run: Any) -> N
     assert informer.relists == 1
 
 
-def test_a_failing_handler_crashes_instead_of_retrying() -> None:
+def test_a_failing_handler_is_counted_and_skipped_not_fatal_nor_retried() -> None:
     crashes: list[BaseException] = []
+    reported: list[str] = []
     api = FakeApi([list_response([obj("a", "1")], rv="1")])
-    informer = Informer(pykube.ConfigMap, lambda: api, on_crash=crashes.append)
+    informer = Informer(
+        pykube.ConfigMap, lambda: api, on_crash=crashes.append, on_handler_error=reported.append
+    )
 
     def handler(event_type: str, o: dict[str, Any], old: dict[str, Any] | None) -> None:
         raise ValueError("handler bug")  # a ValueError, like a malformed stream: must not be retried
 
+    after = Recorder()
     informer.add_handler(handler)
+    informer.add_handler(after)
     informer.start()
-    wait_for(lambda: crashes, what="the crash report")
-    informer.stop(timeout=2)
-    assert isinstance(crashes[0], HandlerError)
-    assert isinstance(crashes[0].__cause__, ValueError)
-    assert len(api.calls) == 1, "no relist after a handler bug"
+    try:
+        assert after.wait(1) == [("ADDED", "a", "1")], "the next handler still gets the event"
+        wait_for(lambda: api.watch_calls(), what="the watch that follows the list")
+        assert informer.has_synced() and informer.get(Key("ns/a")) is not None
+        assert reported == ["ConfigMap"] and informer.handler_errors == 1
+        assert crashes == []
+        assert len([c for c in api.calls if c["params"].get("watch") != "true"]) == 1, (
+            "no relist after a handler bug"
+        )
+    finally:
+        informer.stop(timeout=2)
+
+
+def test_a_handler_added_to_a_synced_informer_gets_the_cache_replayed(run: Any) -> None:
+    api = FakeApi(
+        [
+            list_response([obj("a", "1"), obj("b", "2")], rv="2"),
+            FakeResponse(lines=[event("ADDED", obj("c", "3"))]),
+        ]
+    )
+    informer, first = run(api)
+    first.wait(3)
+    late = Recorder()
+    informer.add_handler(late)
+    assert sorted(late.events) == [("ADDED", "a", "1"), ("ADDED", "b", "2"), ("ADDED", "c", "3")]
+
+
+def test_a_removed_handler_gets_no_more_events() -> None:
+    idle = FakeResponse()  # the first watch: blocks until closed, then the informer reconnects
+    feed = FakeResponse(lines=[event("ADDED", obj("b", "2"))])
+    api = FakeApi([list_response([obj("a", "1")], rv="1"), idle, feed])
+    informer = Informer(pykube.ConfigMap, lambda: api, backoff_base=0.001)
+    removed, kept = Recorder(), Recorder()
+    informer.add_handler(removed)
+    informer.add_handler(kept)
+    informer.start()
+    try:
+        kept.wait(1)
+        informer.remove_handler(removed)
+        idle.close()  # the watch drops; the next one delivers b
+        wait_for(lambda: ("ADDED", "b", "2") in kept.events, what="b")
+        assert removed.events == [("ADDED", "a", "1")]
+    finally:
+        informer.stop(timeout=2)
+
+
+def test_each_watch_asks_for_a_random_timeout_between_5_and_10_minutes() -> None:
+    informer = Informer(pykube.ConfigMap, lambda: FakeApi([]), rng=random.Random(7))
+    timeouts = [informer.next_watch_timeout() for _ in range(200)]
+    assert all(300.0 <= t < 600.0 for t in timeouts)
+    assert max(timeouts) - min(timeouts) > 200, "spread over the window, not one fixed value"
+    fixed = Informer(pykube.ConfigMap, lambda: FakeApi([]), watch_timeout=30)
+    assert fixed.next_watch_timeout() == 30
+
+
+def test_the_watch_request_carries_the_drawn_timeout(run: Any) -> None:
+    class Drawn(Informer):
+        def next_watch_timeout(self) -> float:
+            return 437.9
+
+    api = FakeApi([list_response([], rv="1")])
+    run(api, cls=Drawn)
+    wait_for(lambda: api.watch_calls(), what="the watch")
+    assert api.watch_calls()[0]["timeoutSeconds"] == "437"
+    (call,) = [c for c in api.calls if c["params"].get("watch") == "true"]
+    assert call["timeout"][1] == pytest.approx(447.9), "read timeout: the watch's own + 10 s"
 
 
 def test_failed_list_is_retried(run: Any) -> None:

@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kind_fakes import READY_OBJECTS, FakeKind, ready_apiserver
 
 from envtest import kind
 from envtest.binaries import PINNED
 from envtest.binaries import kind as kind_binary
-from envtest.errors import BinaryNotFound, StartTimeout
+from envtest.binaries.nodespec import NodeImageSpec
+from envtest.errors import BinaryNotFound, StartTimeout, UsageProblem
 from envtest.kindimage import DockerNotRunning, NodeImageUnavailable
+from envtest.pins import for_minor
 
 if os.environ.get("CI") == "true":
     import pytest_kind  # the kind job and `make unit` in CI must never skip these silently
@@ -135,6 +138,82 @@ def test_docker_not_running_fails_naming_host_setup_before_kind_runs(
     with pytest.raises(DockerNotRunning, match=r"-m envtest\.cli kind host-setup"):
         kind.open_cluster("envtest", kind_path=fake.kind)
     assert fake.commands() == []
+
+
+# -- one Kubernetes minor per cluster ---------------------------------------------------------------
+
+
+def _created_image(fake: FakeKind) -> str:
+    create = next(argv for argv in fake.calls() if argv[:2] == ["create", "cluster"])
+    return next(a.split("=", 1)[1] for a in create if a.startswith("--image="))
+
+
+@pytest.mark.parametrize("selector", ["1.35", "1.35.x", "1.35.8"])
+def test_new_cluster_gets_the_published_image_of_the_selected_minor(
+    fake: FakeKind, monkeypatch: pytest.MonkeyPatch, selector: str
+) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_IMAGES", f"{PINNED.kind_node_image},{for_minor('1.35').kind_node_image}")
+    kind.open_cluster("envtest", kind_path=fake.kind, version=selector)
+    assert _created_image(fake) == for_minor("1.35").kind_node_image
+
+
+def test_envtest_k8s_version_selects_the_minor_when_none_is_passed(
+    fake: FakeKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVTEST_K8S_VERSION", "1.36")
+    monkeypatch.setenv("FAKE_DOCKER_IMAGES", f"{PINNED.kind_node_image},{for_minor('1.36').kind_node_image}")
+    kind.open_cluster("envtest", kind_path=fake.kind)
+    assert _created_image(fake) == for_minor("1.36").kind_node_image
+
+
+def test_offline_image_of_the_selected_minor_gets_that_minors_kubeadm_tags(
+    fake: FakeKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offline = NodeImageSpec.for_version("1.35").tag()
+    # the newest minor's images are there too: they must not stand in for the minor asked for
+    monkeypatch.setenv("FAKE_DOCKER_IMAGES", f"{PINNED.kind_node_image},{NodeImageSpec().tag()},{offline}")
+    kind.open_cluster("envtest", kind_path=fake.kind, version="1.35")
+    create = next(argv for argv in fake.calls() if argv[:2] == ["create", "cluster"])
+    assert f"--image={offline}" in create
+    config = yaml.safe_load(Path(create[create.index("--config") + 1]).read_text())
+    patches = [yaml.safe_load(p) for p in config["kubeadmConfigPatches"]]
+    cluster = next(p for p in patches if p.get("kind") == "ClusterConfiguration")
+    assert (cluster["etcd"]["local"]["imageTag"], cluster["dns"]["imageTag"]) == ("3.6.6", "v1.13.1")
+
+
+def test_running_cluster_of_another_minor_is_refused_with_the_commands_that_replace_it(
+    fake: FakeKind,
+) -> None:
+    fake.set_clusters(envtest=True, version="v1.37.0")
+    with pytest.raises(UsageProblem) as info:
+        kind.open_cluster("envtest", kind_path=fake.kind, version="1.35")
+    message = str(info.value)
+    assert "running Kubernetes 1.37.0, but 1.35.8 (minor 1.35)" in message
+    assert "-m envtest.cli kind down --name envtest && " in message
+    assert "-m envtest.cli kind up --name envtest --k8s-version 1.35`" in message
+    assert not {"create cluster", "delete cluster", "get kubeconfig"} & set(fake.commands())
+
+
+def test_running_cluster_of_the_selected_minor_is_reused_whatever_its_patch(fake: FakeKind) -> None:
+    fake.set_clusters(envtest=True, version="v1.37.0")  # kind publishes 1.37.0; the local pin is 1.37.2
+    _, created = kind.open_cluster("envtest", kind_path=fake.kind, version="1.37.2")
+    assert not created
+
+
+def test_an_image_asked_for_decides_the_version_of_a_running_cluster(
+    fake: FakeKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake.set_clusters(envtest=True, version="v1.36.4")
+    monkeypatch.setenv("ENVTEST_KIND_IMAGE", "kindest/node:v1.36.4")
+    _, created = kind.open_cluster("envtest", kind_path=fake.kind, version="1.37")
+    assert not created
+
+
+def test_kind_image_tag_prints_the_recipe_of_the_minor_asked_for(capsys: pytest.CaptureFixture[str]) -> None:
+    from envtest import cli
+
+    assert cli.main(["kind", "image", "tag", "--k8s-version", "1.36"]) == 0
+    assert capsys.readouterr().out.strip() == NodeImageSpec.for_version("1.36").tag()
 
 
 def test_project_kind_config_is_one_untainted_node_without_an_image() -> None:
@@ -270,4 +349,23 @@ def test_a_cluster_found_running_is_left_running(
         pytester.makepyfile(KIND_SUITE)
         result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--envtest-backend=kind")
     result.assert_outcomes(passed=4)
+    assert "create cluster" not in fake.commands() and "delete cluster" not in fake.commands()
+
+
+def test_a_run_asking_for_another_minor_than_the_running_cluster_fails_and_leaves_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeKind(pytester.path / "fake")
+    fake.set_clusters(envtest=True, version="v1.37.0")
+    with ready_apiserver() as server:
+        fake.install(monkeypatch, server=server)
+        pytester.makepyfile(KIND_SUITE)
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--envtest-backend=kind", "--envtest-k8s-version=1.36"
+        )
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(
+        ["*running Kubernetes 1.37.0, but 1.36.4*kind up --name envtest --k8s-version 1.36*"]
+    )
+    assert fake.clusters() == {"envtest": {"running": True, "version": "v1.37.0"}}
     assert "create cluster" not in fake.commands() and "delete cluster" not in fake.commands()

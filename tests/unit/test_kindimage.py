@@ -14,7 +14,7 @@ import pytest
 
 from envtest import kindimage
 from envtest.binaries.nodespec import NodeImageSpec
-from envtest.pins import PINNED
+from envtest.pins import PINNED, for_minor
 
 PUBLISHED = PINNED.kind_node_image
 OFFLINE = NodeImageSpec().tag()
@@ -105,6 +105,37 @@ def test_docker_not_running_names_host_setup_and_starts_nothing() -> None:
     with pytest.raises(kindimage.DockerNotRunning, match=r"-m envtest\.cli kind host-setup"):
         kindimage.choose(docker=docker)
     assert docker.verbs() == ["info"]
+
+
+# -- one image per Kubernetes minor ------------------------------------------------------------------
+
+OLDEST = for_minor("1.35")
+OLDEST_OFFLINE = NodeImageSpec.for_version("1.35").tag()
+
+
+def test_the_selected_minors_published_image_is_used_not_the_newest() -> None:
+    docker = FakeDocker(present=[PUBLISHED, OLDEST.kind_node_image])
+    assert kindimage.choose(version="1.35.8", docker=docker) == OLDEST.kind_node_image
+
+
+def test_the_selected_minors_offline_image_is_the_fallback_not_the_newest() -> None:
+    docker = FakeDocker(present=[PUBLISHED, OFFLINE, OLDEST_OFFLINE])
+    assert kindimage.choose(version="1.35", docker=docker) == OLDEST_OFFLINE
+    assert (["docker", "pull", OLDEST.kind_node_image], kindimage.PULL_TIMEOUT) in docker.calls
+
+
+def test_no_image_of_the_selected_minor_names_its_build_command_even_with_the_newest_present() -> None:
+    docker = FakeDocker(present=[PUBLISHED, OFFLINE])
+    with pytest.raises(kindimage.NodeImageUnavailable) as caught:
+        kindimage.choose(version="1.35", docker=docker)
+    message = str(caught.value)
+    assert OLDEST.kind_node_image in message and OLDEST_OFFLINE in message
+    assert f"{sys.executable} -m envtest.cli kind image build --k8s-version 1.35`" in message
+
+
+def test_an_unsupported_minor_is_refused_naming_the_supported_ones() -> None:
+    with pytest.raises(kindimage.NodeImageUnavailable, match=r"1\.30.*1\.35, 1\.36, 1\.37"):
+        kindimage.choose(version="1.30", docker=FakeDocker(present=[PUBLISHED]))
 
 
 # -- the plugin stays off the builder -------------------------------------------------------------------

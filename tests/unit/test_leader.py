@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +10,8 @@ from mysql_operator.runtime.clock import FakeClock
 from mysql_operator.runtime.leader import (
     LeaderElector,
     LeaseConflict,
+    NoElectionNamespace,
+    election_namespace,
     format_micro_time,
     parse_micro_time,
 )
@@ -281,3 +284,67 @@ def test_a_renewed_record_restarts_the_standbys_lease_clock(store: FakeLeaseStor
     assert not b.try_acquire_or_renew(), "26 s after b first saw a, but only 14.9 s after the renewal"
     clock.advance(0.1)
     assert b.try_acquire_or_renew()
+
+
+def forbidden() -> Exception:
+    from pykube.exceptions import HTTPError
+
+    return HTTPError(403, 'leases.coordination.k8s.io "lock" is forbidden: User cannot get leases')
+
+
+def test_a_refused_lease_is_a_problem_at_once_and_clears_on_success(
+    store: FakeLeaseStore, clock: FakeClock
+) -> None:
+    elector = candidate(store, clock, "a")
+    store.fail = forbidden()
+    assert not elector.try_acquire_or_renew()
+    problem = elector.problem()
+    assert problem is not None and "HTTP 403" in problem and "default/lock" in problem
+    clock.advance(5)
+    assert elector.denied_for() == 5
+    store.fail = None
+    elector.try_acquire_or_renew()
+    assert elector.problem() is None and elector.denied_for() == 0
+
+
+def test_an_unreachable_lease_is_a_problem_only_after_the_grace(
+    store: FakeLeaseStore, clock: FakeClock
+) -> None:
+    elector = candidate(store, clock, "a")  # grace: one lease duration (15 s)
+    store.fail = ConnectionError("connection refused")
+    elector.try_acquire_or_renew()
+    clock.advance(14)
+    elector.try_acquire_or_renew()
+    assert elector.problem() is None, "a blip is not a problem"
+    clock.advance(1)
+    elector.try_acquire_or_renew()
+    problem = elector.problem()
+    assert problem is not None and "unreachable for 15s" in problem and "connection refused" in problem
+    assert elector.denied_for() == 0, "not a denial: /healthz stays green"
+
+
+def test_a_standby_that_reads_a_held_lease_or_loses_a_race_has_no_problem(
+    store: FakeLeaseStore, clock: FakeClock
+) -> None:
+    leader, standby = candidate(store, clock, "a"), candidate(store, clock, "b")
+    assert leader.try_acquire_or_renew()
+    assert not standby.try_acquire_or_renew()
+    assert standby.problem() is None
+    racer = candidate(StaleView(store, None), clock, "c")  # saw no lease; its create gets 409
+    racer._failed(ConnectionError("earlier blip"))
+    assert not racer.try_acquire_or_renew()
+    assert racer.problem() is None and racer._failing_since is None, "a conflict is an answer"
+
+
+def test_election_namespace_prefers_the_configured_then_pod_then_serviceaccount(tmp_path: Path) -> None:
+    sa = tmp_path / "namespace"
+    sa.write_text("from-sa\n")
+    env = {"POD_NAMESPACE": "from-env"}
+    assert election_namespace("given", environ=env, serviceaccount_file=sa) == "given"
+    assert election_namespace(None, environ=env, serviceaccount_file=sa) == "from-env"
+    assert election_namespace(None, environ={}, serviceaccount_file=sa) == "from-sa"
+
+
+def test_election_namespace_out_of_cluster_is_an_error_naming_the_option(tmp_path: Path) -> None:
+    with pytest.raises(NoElectionNamespace, match="--leader-election-namespace"):
+        election_namespace(None, environ={"POD_NAMESPACE": " "}, serviceaccount_file=tmp_path / "absent")

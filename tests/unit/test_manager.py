@@ -4,6 +4,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pykube
 import pytest
@@ -11,6 +12,7 @@ import requests
 from prometheus_client import CollectorRegistry
 from runtime_fakes import PATIENCE, FakeApiServer, wait_for
 
+from mysql_operator.runtime import leader
 from mysql_operator.runtime.client import request_labels
 from mysql_operator.runtime.controller import Controller
 from mysql_operator.runtime.fence import Fenced
@@ -31,13 +33,24 @@ class Recording:
         return Result()
 
 
-class Crash(BaseException):
-    """Not an Exception: reconcile errors requeue, this escapes the worker like a runtime bug."""
-
-
 class Crashing:
+    """SystemExit escapes the worker (reconcile errors and bugs requeue), as a runtime bug would."""
+
     def reconcile(self, key: Key) -> Result:
-        raise Crash("worker bug")
+        raise SystemExit("worker bug")
+
+
+class Buggy:
+    """A reconciler with a bug on one key; reconciles the others."""
+
+    def __init__(self) -> None:
+        self.keys: list[Key] = []
+
+    def reconcile(self, key: Key) -> Result:
+        if key == Key("default/bad"):
+            raise KeyError("spec")
+        self.keys.append(key)
+        return Result()
 
 
 @pytest.fixture
@@ -171,7 +184,41 @@ def test_crash_in_a_runtime_thread_stops_the_manager_and_is_recorded(
     manager.start()
     server.put_configmap("default", "trigger")
     assert manager.wait(PATIENCE), "a crash must stop the manager"
-    assert [type(e) for e in manager.errors] == [Crash]
+    assert [type(e) for e in manager.errors] == [SystemExit]
+
+
+def test_bugs_in_reconcilers_and_event_handlers_are_counted_never_fatal(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    reconciler = Buggy()
+    manager = Manager(server.client, ManagerOptions())
+    managers.append(manager)
+
+    def bad_mapper(obj: dict) -> list[Key]:
+        raise ValueError("mapper bug")
+
+    # The mapper's handler sits on the same informer as the primary one, and raises on every event.
+    controller = (
+        Controller("configmaps", reconciler).for_(pykube.ConfigMap).watches(pykube.ConfigMap, bad_mapper)
+    )
+    manager.add(controller)
+    manager.start()
+    server.put_configmap("default", "bad")
+    server.put_configmap("default", "good")
+    wait_for(lambda: Key("default/good") in reconciler.keys, what="the good key's reconcile")
+    panics = {"controller": "configmaps"}
+    wait_for(lambda: manager.registry.get_sample_value("controller_runtime_reconcile_panics_total", panics))
+    handler_errors = {"kind": "ConfigMap"}
+    wait_for(  # one per event: the good one's may come just after its reconcile
+        lambda: (
+            (manager.registry.get_sample_value("informer_event_handler_errors_total", handler_errors) or 0)
+            >= 2
+        ),
+        what="both handler errors counted",
+    )
+    body = scrape(manager.metrics_address, "/metrics").text
+    assert "controller_runtime_reconcile_panics_total" in body
+    assert manager.errors == [] and manager.healthy() and not manager.wait(0)
 
 
 class CountedWakeUps(threading.Event):
@@ -236,6 +283,7 @@ def test_standby_takes_over_when_the_leader_stops(server: FakeApiServer, manager
         "renew_deadline": 2.0,
         "retry_period": 0.1,
         "leader_election_id": "unit-lock",
+        "leader_election_namespace": "default",
     }
     first_seen, second_seen = Recording(), Recording()
     first = manager_for(server, managers, first_seen, identity="first", **election)
@@ -260,8 +308,9 @@ def test_standby_takes_over_when_the_leader_stops(server: FakeApiServer, manager
     wait_for(lambda: second_seen.keys, what="the new leader's reconcile")
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["warm-standby", "cold-standby"])
 def test_leader_that_loses_the_lease_stops_reconciling(
-    server: FakeApiServer, managers: list[Manager]
+    server: FakeApiServer, managers: list[Manager], warm: bool
 ) -> None:
     seen = Recording()
     manager = manager_for(
@@ -270,23 +319,31 @@ def test_leader_that_loses_the_lease_stops_reconciling(
         seen,
         identity="first",
         leader_elect=True,
+        leader_election_namespace="default",
         lease_duration=3.0,
         renew_deadline=2.0,
         retry_period=0.1,
+        warm_standby=warm,
     )
     manager.start()
     assert manager.is_leader
-    term = [manager.informer(pykube.ConfigMap)._thread, *manager.controllers[0]._threads]
+    informer = manager.informer(pykube.ConfigMap)
+    term = [*manager.controllers[0]._threads] + ([] if warm else [informer._thread])
     steal_lease(server)  # another candidate wins the lease (e.g. after a network partition)
     wait_for(lambda: not manager.is_leader, what="the step-down")
     queue = manager.controllers[0].queue
     assert queue is not None
     wait_for(lambda: queue.shutting_down, what="the term's queue to shut down")
-    with pytest.raises(LookupError):
-        manager.informer(pykube.ConfigMap)
     # Every thread of the term has ended, so nothing is left that could pick the next change up.
     wait_for(lambda: not any(t is not None and t.is_alive() for t in term), what="the term's threads")
     server.put_configmap("default", "after-step-down")
+    if warm:  # the cache stays current for the next term, and feeds nobody meanwhile
+        assert manager.informer(pykube.ConfigMap) is informer
+        wait_for(lambda: informer.get(Key("default/after-step-down")), what="the standby's cache")
+        assert informer.handlers == []
+    else:
+        with pytest.raises(LookupError):
+            manager.informer(pykube.ConfigMap)
     assert Key("default/after-step-down") not in seen.keys
     assert manager.errors == [] and not manager.wait(0), "losing the lease is not a crash"
 
@@ -358,7 +415,13 @@ class WritesAfterRelease:
         return Result()
 
 
-ELECTION = {"leader_elect": True, "lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.1}
+ELECTION = {
+    "leader_elect": True,
+    "leader_election_namespace": "default",
+    "lease_duration": 3.0,
+    "renew_deadline": 2.0,
+    "retry_period": 0.1,
+}
 
 
 def steal_lease(server: FakeApiServer, name: str = "mysql-operator-leader") -> None:
@@ -460,3 +523,87 @@ def test_probe_server_close_does_not_wait_out_its_poll_interval() -> None:
     assert not server._thread.is_alive()
     with pytest.raises(requests.ConnectionError):
         scrape(server.address, "/healthz")
+
+
+def test_a_standby_syncs_its_caches_before_it_leads_and_does_not_relist_on_takeover(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    server.put_configmap("default", "existing")
+    election = {**ELECTION, "lease_duration": 3600.0}
+    first_seen, second_seen = Recording(), Recording()
+    first = manager_for(server, managers, first_seen, identity="first", **election)
+    second = manager_for(server, managers, second_seen, identity="second", **election)
+    first.start()
+    second.start()
+    assert not second.is_leader
+    cache = second.informer(pykube.ConfigMap)
+    assert cache.has_synced() and cache.get(Key("default/existing")) is not None, "warm while standing by"
+    lists = second.api_requests(verb="list", resource="configmaps")
+    first.stop(timeout=PATIENCE)  # released: the standby takes over at its next step
+    wait_for(lambda: Key("default/existing") in second_seen.keys, what="the new leader's reconcile")
+    assert second.informer(pykube.ConfigMap) is cache
+    assert second.api_requests(verb="list", resource="configmaps") == lists, "no relist on takeover"
+
+
+def test_a_standby_refused_the_lease_is_unready_and_says_why(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    server.lease_status = 403
+    manager = manager_for(server, managers, Recording(), identity="second", **ELECTION)
+    manager.start()  # stands by: the election step ran, and failed
+    reply = scrape(manager.health_address, "/readyz")
+    assert reply.status_code == 503
+    assert "[-] lease default/mysql-operator-leader refused" in reply.text and "HTTP 403" in reply.text
+    assert scrape(manager.health_address, "/healthz").status_code == 200, "within denied_grace"
+    server.lease_status = None
+    wait_for(lambda: scrape(manager.health_address, "/readyz").status_code == 200, what="ready again")
+
+
+def test_sustained_lease_denial_fails_healthz(server: FakeApiServer, managers: list[Manager]) -> None:
+    server.lease_status = 401
+    manager = manager_for(server, managers, Recording(), denied_grace=0.0, **ELECTION)
+    manager.start()
+    wait_for(lambda: scrape(manager.health_address, "/healthz").status_code == 503, what="healthz failing")
+    assert "refused" in scrape(manager.health_address, "/healthz").text
+
+
+def test_election_without_a_namespace_out_of_cluster_fails_start_naming_the_option(
+    server: FakeApiServer, managers: list[Manager], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setattr(leader, "SERVICEACCOUNT_NAMESPACE", tmp_path / "absent")
+    manager = manager_for(server, managers, Recording(), leader_elect=True)
+    with pytest.raises(ManagerError, match="leader_election_namespace"):
+        manager.start()
+
+
+def test_election_namespace_comes_from_the_pod(
+    server: FakeApiServer, managers: list[Manager], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POD_NAMESPACE", "operator-system")
+    manager = manager_for(server, managers, Recording(), leader_elect=True, identity="me")
+    manager.start()
+    assert server.leases[("operator-system", "mysql-operator-leader")]["spec"]["holderIdentity"] == "me"
+
+
+class Runnable:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def start(self) -> None:
+        self.calls.append("start")
+
+    def stop(self, timeout: float) -> None:
+        self.calls.append("stop")
+
+
+def test_runnables_start_with_the_manager_and_stop_after_the_last_term(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    runnable = Runnable()
+    manager = manager_for(server, managers, Recording())
+    manager.add_runnable(runnable)
+    manager.start()
+    assert runnable.calls == ["start"]
+    manager.stop(timeout=PATIENCE)
+    assert runnable.calls == ["start", "stop"]

@@ -84,7 +84,8 @@ def test_storage_is_immutable_by_cel(schema: dict[str, Any]) -> None:
 def test_defaults_bounds_and_enums_survive(schema: dict[str, Any]) -> None:
     spec = schema["properties"]["spec"]["properties"]
     assert (spec["replicas"]["minimum"], spec["replicas"]["maximum"]) == (1, 9)
-    assert spec["version"]["default"] == "8.0"
+    assert "default" not in spec["version"], "unset means the engine's default, decided by the operator"
+    assert spec["engine"]["default"] == "mysql" and spec["engine"]["enum"] == ["mysql", "mariadb"]
     backup = spec["backup"]["properties"]
     assert backup["enabled"]["default"] is False
     assert backup["schedule"]["properties"]["cron"]["default"] == "0 2 * * *"
@@ -117,6 +118,32 @@ def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
     }
 
 
+def served(crd: dict[str, Any]) -> set[str]:
+    return {v["name"] for v in crd["spec"]["versions"] if v["served"]}
+
+
+def test_the_deployable_crd_serves_only_versions_stored_without_conversion() -> None:
+    """Strategy None relabels: a served version of another shape than the stored one loses fields."""
+    crd = manifests.crd()
+    assert crd["spec"]["conversion"] == {"strategy": "None"}
+    (hub,) = [v for v in crd["spec"]["versions"] if v["storage"]]
+    same_shape = {v["name"] for v in crd["spec"]["versions"] if v["schema"] == hub["schema"]}
+    assert served(crd) == same_shape == {"v1beta1", "v1"}
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1beta1", "v1"]
+
+
+def test_v1alpha1_is_served_only_where_the_conversion_webhook_is_set() -> None:
+    generated = manifests.outputs()
+    patch = yaml.safe_load(generated[manifests.CONVERSION_PATCH_PATH])
+    assert patch["spec"]["conversion"]["strategy"] == "Webhook"
+    # A merge patch replaces the list whole: it must carry every version, schemas included.
+    assert patch["spec"]["versions"] == manifests.crd(serve_all=True)["spec"]["versions"]
+    assert served(patch) == {"v1alpha1", "v1beta1", "v1"}
+    testing = yaml.safe_load(generated[manifests.TESTING_CRD_PATH])
+    assert testing == manifests.crd(serve_all=True)
+    assert served(testing) == {"v1alpha1", "v1beta1", "v1"}
+
+
 def test_unions_other_than_optional_are_refused() -> None:
     class Odd(BaseModel):
         value: int | str
@@ -141,8 +168,10 @@ def test_cluster_role_is_the_permission_table() -> None:
     assert rules[("db.example.com", "mysqlclusters/finalizers")] == ["update"]
     assert ("coordination.k8s.io", "leases") not in rules, "lease rights belong to the namespaced Role"
     assert "*" not in str(role["rules"])
-    assert rbac.allowed("batch", "jobs", "delete") and not rbac.allowed("", "pods", "delete")
+    assert rbac.allowed("batch", "jobs", "delete") and not rbac.allowed("", "pods", "create")
     assert rbac.allowed("", "pods", "list"), "the final backup waits for database pods to be gone"
+    assert rbac.allowed("", "pods", "delete"), "database pods outstaying their grace are deleted"
+    assert not rbac.allowed("", "pods", "patch") and not rbac.allowed("", "pods/eviction", "create")
 
 
 def test_lease_rights_are_a_namespaced_role_limited_to_our_lease() -> None:

@@ -1,16 +1,20 @@
 """The MySQL stand-in of the operator's test kit (tests/kit: the image offline kind clusters run instead
 of mysql), run on this host the way a pod runs it: the operator's own `configure` script writes conf.d
-and the replica's initdb script, then the stand-in's mysqld runs that script through its `mysql` on
-first start. What the kind E2E test can only see in pod logs is checked here statement by statement
-(built with `go` from tests/kit/mysqlstandin, as the kit's image build does)."""
+and the last initdb script, the stand-in's mysqld runs that script on first start, the operator's
+`replication` sidecar script sets up the account and the replica through the stand-in's `mysql`, and
+the operator's readiness probe judges the result. What the kind E2E test can only see in pod logs is
+checked here statement by statement (built with `go` from tests/kit/mysqlstandin, as the kit's image
+build does)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +23,17 @@ import pytest
 
 from envtest import eventually
 from mysql_operator import replication
+from mysql_operator.engines import MYSQL
 
-_spec = importlib.util.spec_from_file_location(
-    "standins", Path(__file__).resolve().parents[1] / "kit" / "standins.py"
-)
+KIT = Path(__file__).resolve().parents[1] / "kit"
+_spec = importlib.util.spec_from_file_location("standins", KIT / "standins.py")
 assert _spec and _spec.loader
 standins = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(standins)
+sys.path.insert(0, str(KIT))  # the kit's scripts import their siblings, as when run from their folder
+try:
+    _spec.loader.exec_module(standins)
+finally:
+    sys.path.remove(str(KIT))
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +42,11 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     links = tmp_path_factory.mktemp("standin-bin")
     for name in ("mysqld", "mysqladmin", "mysql"):  # the image's symlinks: argv[0] picks the tool
         (links / name).symlink_to(binary)
+    # The sidecar idles with `sleep 3600`: that call ends it (TERM to the script, whose trap exits 0).
+    sleep = links / "sleep"
+    real = shutil.which("sleep")
+    sleep.write_text(f'#!/bin/sh\nif [ "$1" = 3600 ]; then kill -TERM "$PPID"; else exec {real} "$1"; fi\n')
+    sleep.chmod(0o755)
     return links
 
 
@@ -70,23 +83,41 @@ class Pod:
             **extra,
         }
 
-    def configure(self, source_port: int) -> None:
-        """The operator's init container, with its paths mapped into this pod's directories (and
-        the source port of the primary on this host: pods all listen on 3306, processes cannot)."""
-        for d in ("conf", "initdb"):
+    def configure(self) -> None:
+        """The operator's init container, with its paths mapped into this pod's directories."""
+        for d in ("data", "conf", "initdb"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
-        script = (
-            replication.CONFIGURE_SCRIPT.replace(replication.CONF_DIR, str(self.root / "conf"))
-            .replace(replication.INITDB_DIR, str(self.root / "initdb"))
-            .replace("SOURCE_PORT=3306", f"SOURCE_PORT={source_port}")
+        script = replication.configure_script(
+            MYSQL,
+            str(self.root / "data"),
+            conf_dir=str(self.root / "conf"),
+            initdb_dir=str(self.root / "initdb"),
         )
         subprocess.run(["sh", "-c", script], env=self.env(), check=True)
 
-    def start(self, primary_host: str = "") -> None:
-        log = open(self.root / "mysqld.log", "ab")  # noqa: SIM115 - the child holds it
-        self.proc = subprocess.Popen(
-            [str(self.bin_dir / "mysqld")], env=self.env(PRIMARY_HOST=primary_host), stdout=log, stderr=log
+    def sidecar(self, primary_port: int) -> str:
+        """The operator's replication sidecar until it idles; its output. The primary is at
+        127.0.0.1:`primary_port` on this host (pods all listen on 3306, processes cannot)."""
+        script = replication.replication_script(MYSQL).replace(
+            "SOURCE_PORT=3306", f"SOURCE_PORT={primary_port}"
         )
+        env = self.env(
+            PRIMARY_HOST="127.0.0.1", REPLICATION_USER=replication.REPLICATION_USER, REPLICATION_PASSWORD="r"
+        )
+        done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def probe(self) -> None:
+        """The operator's readiness probe passes."""
+        done = subprocess.run(
+            ["sh", "-c", replication.probe_script(MYSQL)], env=self.env(), capture_output=True
+        )
+        assert done.returncode == 0, (done.stdout, done.stderr, self.log)
+
+    def start(self) -> None:
+        log = open(self.root / "mysqld.log", "ab")  # noqa: SIM115 - the child holds it
+        self.proc = subprocess.Popen([str(self.bin_dir / "mysqld")], env=self.env(), stdout=log, stderr=log)
         log.close()
 
     def stop(self) -> int:
@@ -129,23 +160,29 @@ def replica_status(pod: Pod) -> dict[str, str]:
     return dict(line.split(": ", 1) for line in lines)
 
 
-def test_replica_is_configured_by_the_operators_init_step_and_reaches_its_primary(
+def test_replica_is_configured_by_the_operators_scripts_and_reaches_its_primary(
     pods: list[Pod], tmp_path: Path, bin_dir: Path
 ) -> None:
     primary, replica = (new_pod(pods, tmp_path, bin_dir, i) for i in (0, 1))
-    primary.configure(source_port=primary.port)
-    assert not list((primary.root / "initdb").iterdir()), "pod 0 is the primary: no replica script"
+    primary.configure()
+    assert [p.name for p in (primary.root / "initdb").iterdir()] == ["zz-initialised.sh"]
+    assert not list((primary.root / "conf").glob("replica.cnf*")), "pod 0 is the primary: never read-only"
     primary.start()
     eventually(primary.alive, timeout=10)
+    assert (primary.root / "data" / replication.INITIALISED_MARKER).exists(), primary.log
     assert primary.mysql("SELECT @@server_id").strip() == "100"
     assert primary.mysql("SELECT @@read_only").strip() == "OFF"
     assert replica_status(primary) == {}
+    assert "account repl ready" in primary.sidecar(primary.port)
+    primary.probe()
 
-    replica.configure(source_port=primary.port)
-    replica.start(primary_host="127.0.0.1")
+    replica.configure()
+    replica.start()
     eventually(replica.alive, timeout=10)
     assert replica.mysql("SELECT @@server_id").strip() == "101"
-    assert replica.mysql("SELECT @@super_read_only").strip() == "ON"
+    assert replica.mysql("SELECT @@super_read_only").strip() == "ON", "replica.cnf, from the init's end on"
+    assert replica_status(replica) == {}, "replication is the sidecar's to set up"
+    assert "replicating from 127.0.0.1" in replica.sidecar(primary.port)
 
     def io_running() -> None:
         status = replica_status(replica)
@@ -153,18 +190,25 @@ def test_replica_is_configured_by_the_operators_init_step_and_reaches_its_primar
 
     eventually(io_running, timeout=10)
     assert replica_status(replica)["Source_Host"] == "127.0.0.1"
-    assert "replica.sh" in replica.log and "connected, IO thread running" in replica.log
+    assert "zz-initialised.sh" in replica.log and "connected, IO thread running" in replica.log
+    replica.probe()
 
-    # A restart keeps the datadir: the init script does not run again, and what it persisted holds.
+    # The pod recreated (conf is an emptyDir), its datadir kept: read-only at once, the init scripts
+    # do not run again, replication resumes as it was, and the sidecar leaves it alone.
     assert replica.stop() == 0
     assert "clean shutdown" in (replica.root / "data" / "shutdown.state").read_text()
-    replica.start(primary_host="127.0.0.1")
+    shutil.rmtree(replica.root / "conf")
+    shutil.rmtree(replica.root / "initdb")
+    replica.configure()
+    replica.start()
     eventually(replica.alive, timeout=10)
     eventually(io_running, timeout=10)
     assert replica.log.count("running ") == 1, replica.log
     assert replica.mysql("SELECT @@read_only").strip() == "ON"
+    assert "already configured" in replica.sidecar(primary.port)
+    replica.probe()
 
-    # The primary gone: the replica says so and keeps trying, as a real IO thread does.
+    # The primary gone: the replica says so and keeps trying, as a real IO thread does, and is unready.
     assert primary.stop() == 0
 
     def connecting() -> None:
@@ -172,6 +216,24 @@ def test_replica_is_configured_by_the_operators_init_step_and_reaches_its_primar
 
     eventually(connecting, timeout=10)
     assert "cannot reach the source" in replica.log
+    assert subprocess.run(["sh", "-c", replication.probe_script(MYSQL)], env=replica.env()).returncode != 0
+
+
+def test_the_server_answers_over_tcp_only_after_its_init_phase(
+    pods: list[Pod], tmp_path: Path, bin_dir: Path
+) -> None:
+    """As the real image (networking off while it initialises): a probe or sidecar cannot act early."""
+    pod = new_pod(pods, tmp_path, bin_dir, 1)
+    (pod.root / "initdb").mkdir(parents=True)
+    # The init script asks over TCP, as a probe would, then over the socket, as the entrypoint does.
+    (pod.root / "initdb" / "early.sh").write_text(
+        'if mysql -h 127.0.0.1 -e "SELECT 1"; then echo "tcp answered"; fi\n'
+        "docker_process_sql <<SQL\nSET PERSIST early = ON;\nSQL\n"
+    )
+    pod.start()
+    eventually(pod.alive, timeout=10)
+    assert "tcp answered" not in pod.log and "initializing" in pod.log, pod.log
+    assert pod.mysql("SELECT @@early").strip() == "ON"
 
 
 def test_a_failing_init_script_stops_mysqld_as_the_entrypoint_does(

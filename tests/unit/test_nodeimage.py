@@ -14,7 +14,8 @@ from envtest import kind
 from envtest.binaries import nodespec as spec
 from envtest.binaries.nodeimage import builds, host
 from envtest.binaries.nodeimage.host import HostError, Result
-from envtest.pins import PINNED
+from envtest.errors import ConfigError
+from envtest.pins import PINNED, SUPPORTED, MinorPins
 
 # -- tag -----------------------------------------------------------------------------------------
 
@@ -37,6 +38,44 @@ def test_tag_changes_when_a_go_source_changes(monkeypatch: pytest.MonkeyPatch) -
     original = spec.go_sources()
     monkeypatch.setattr(spec, "go_sources", lambda: {**original, "pause/main.go": "package main // edited"})
     assert spec.NodeImageSpec().tag() != before
+
+
+# -- one recipe per Kubernetes minor -----------------------------------------------------------------
+
+
+def test_the_newest_minors_recipe_is_the_default_so_its_built_image_keeps_its_tag() -> None:
+    assert spec.NodeImageSpec.for_version() == spec.NodeImageSpec()
+    assert spec.NodeImageSpec.for_version(SUPPORTED[-1].minor).tag() == spec.NodeImageSpec().tag()
+
+
+@pytest.mark.parametrize("pins", SUPPORTED, ids=lambda p: p.minor)
+def test_each_minors_recipe_carries_its_own_pins(pins: MinorPins) -> None:
+    s = spec.NodeImageSpec.for_version(f"{pins.minor}.x")
+    assert s.tag().startswith(f"envtest.local/kind-node:v{pins.kubernetes}-")
+    assert spec.offline_image_version(s.tag()) == pins.kubernetes
+    assert (s.versions.etcd, s.versions.coredns, s.versions.cri_tools) == (
+        pins.etcd,
+        pins.coredns,
+        pins.cri_tools,
+    )
+    assert f'sandbox_image = "registry.k8s.io/pause:{pins.pause}"' in s.texts()["containerd/config.toml"]
+    assert spec.kubeadm_patches(s) == [
+        {
+            "kind": "ClusterConfiguration",
+            "etcd": {"local": {"imageTag": pins.etcd}},
+            "dns": {"imageTag": f"v{pins.coredns}"},
+        }
+    ]
+
+
+def test_every_minor_has_its_own_offline_image() -> None:
+    tags = {spec.NodeImageSpec.for_version(p.kubernetes).tag() for p in SUPPORTED}
+    assert len(tags) == len(SUPPORTED)
+
+
+def test_an_unsupported_minor_has_no_recipe() -> None:
+    with pytest.raises(ConfigError, match=r"1\.30.*supported minors 1\.35, 1\.36, 1\.37"):
+        spec.NodeImageSpec.for_version("1.30.1")
 
 
 def test_every_go_source_ships_as_package_data() -> None:

@@ -57,3 +57,35 @@ def test_defaulting_pins_the_default_class_at_create_only() -> None:
     assert "patch" not in default(request(), Classes(set(), default=None))
     explicit = request(storage={"size": "1Gi", "storageClassName": "fast"})
     assert "patch" not in default(explicit, Classes(set(), default="standard"))
+
+
+def test_the_previous_releases_admission_paths_are_still_answered(tmp_path: Any) -> None:
+    # An upgrade runs the new server before the old configurations (v1beta1 paths) are replaced.
+    import requests
+
+    from envtest.webhooks import serving_certs
+    from mysql_operator.webhooks import V1BETA1_MUTATE_PATH, V1BETA1_VALIDATE_PATH, server
+
+    certs = serving_certs(tmp_path)
+    hooks = server(certs).start()
+    try:
+        ca = tmp_path / "ca.pem"
+        ca.write_bytes(hooks.ca_pem)
+        bad = {
+            "apiVersion": "db.example.com/v1beta1",
+            **request(backup={"schedule": {"cron": "0 0 2 * * *"}}),
+        }
+        for path, allowed in ((V1BETA1_VALIDATE_PATH, False), (V1BETA1_MUTATE_PATH, True)):
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u1", **bad},
+            }
+            resp = requests.post(f"{hooks.url}{path}", json=review, verify=str(ca), timeout=10)
+            assert resp.status_code == 200, (path, resp.text)
+            assert resp.json()["response"]["allowed"] is allowed, path
+        # The paths the previous release's webhook.yaml names, verbatim.
+        assert V1BETA1_VALIDATE_PATH == "/validate-db-example-com-v1beta1-mysqlcluster"
+        assert V1BETA1_MUTATE_PATH == "/mutate-db-example-com-v1beta1-mysqlcluster"
+    finally:
+        hooks.stop()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from operator_fakes import FakeKube, RecordingEvents, cluster
 from pykube.exceptions import HTTPError
@@ -24,22 +22,6 @@ from mysql_operator.ssa import with_config_hash
 from mysql_operator.status import condition
 
 KEY = Key("ns/db")
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def kube() -> FakeKube:
-    return FakeKube()
-
-
-@pytest.fixture
-def events() -> RecordingEvents:
-    return RecordingEvents()
-
-
-@pytest.fixture
-def reconciler(kube: FakeKube, events: RecordingEvents) -> MySQLClusterReconciler:
-    return MySQLClusterReconciler(kube, recorder=events, now=lambda: NOW)  # type: ignore[arg-type]
 
 
 def live_cluster(kube: FakeKube) -> dict:
@@ -209,7 +191,7 @@ def test_credentials_secret_is_retained_not_owned(reconciler: MySQLClusterReconc
     reconciler.reconcile(KEY)
     meta = kube.peek(Secret, "ns", "db-credentials")["metadata"]  # type: ignore[index]
     assert "ownerReferences" not in meta, "the garbage collector would take the password of kept data"
-    assert meta["annotations"] == {RETAINED_ANNOTATION: "true"}
+    assert meta["annotations"] == {RETAINED_ANNOTATION: "true", resources.REPLICATION_KEY_ANNOTATION: "true"}
     assert meta["labels"] == resources.labels("db")
 
 
@@ -241,7 +223,7 @@ def test_secret_owned_by_an_older_operator_is_made_retained(
     secret["metadata"]["ownerReferences"] = [resources.owner_reference(live_cluster(kube))]
     reconciler.reconcile(KEY)
     meta = kube.peek(Secret, "ns", "db-credentials")["metadata"]  # type: ignore[index]
-    assert "ownerReferences" not in meta and meta["annotations"] == {RETAINED_ANNOTATION: "true"}
+    assert "ownerReferences" not in meta and meta["annotations"][RETAINED_ANNOTATION] == "true"
 
 
 def test_orphan_is_not_adopted_back_while_the_cluster_is_being_deleted(
@@ -387,7 +369,9 @@ def test_a_field_we_stop_setting_is_removed_and_a_sidecar_kept(
     sts["spec"]["template"]["spec"]["containers"].append({"name": "sidecar", "image": "envoy:1"})
     kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"resources": {"cpu": None}}})
     reconciler.reconcile(KEY)
-    mysqld, sidecar = kube.peek(StatefulSet, "ns", "db-mysql")["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+    containers = kube.peek(StatefulSet, "ns", "db-mysql")["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+    assert [c["name"] for c in containers] == ["mysql", "replication", "sidecar"]
+    mysqld, _, sidecar = containers
     assert mysqld["resources"] == {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}
     assert sidecar["image"] == "envoy:1", "another writer's container was kept"
     kube.writes.clear()
@@ -418,3 +402,40 @@ def test_an_update_goes_to_the_object_we_checked_or_nowhere(
         reconciler.reconcile(KEY)
     assert raised.value.code == 409
     assert kube.peek(StatefulSet, "ns", "db-mysql")["spec"]["replicas"] == 9  # type: ignore[index]
+
+
+def old_secret(kube: FakeKube, data: dict[str, str]) -> None:
+    """A credentials Secret as operators before the replication account made it."""
+    labels = resources.labels("db")
+    meta = {"name": "db-credentials", "namespace": "ns", "labels": labels}
+    kube.put(Secret, {"metadata": {**meta, "annotations": {RETAINED_ANNOTATION: "true"}}, "data": data})
+
+
+def test_an_old_secret_gets_a_replication_password_and_keeps_its_root_password(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    old_secret(kube, {"root-password": "b64:kept"})
+    reconciler.reconcile(KEY)
+    secret = kube.peek(Secret, "ns", "db-credentials")
+    assert secret is not None
+    assert secret["data"]["root-password"] == "b64:kept"
+    assert secret["data"]["replication-password"].startswith("b64:")
+    assert secret["metadata"]["annotations"][resources.REPLICATION_KEY_ANNOTATION] == "true"
+    assert [e for e in events.events if e[1] == "ReplicationPasswordAdded"]
+    kube.writes.clear()
+    reconciler.reconcile(KEY)  # the annotation says it is done: no more reads of the data, no writes
+    assert not [w for w in kube.writes if w[1] == "secrets"]
+
+
+def test_a_secret_that_has_the_key_only_gets_the_annotation(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    old_secret(kube, {"root-password": "b64:kept", "replication-password": "b64:theirs"})
+    reconciler.reconcile(KEY)
+    secret = kube.peek(Secret, "ns", "db-credentials")
+    assert secret is not None
+    assert secret["data"] == {"root-password": "b64:kept", "replication-password": "b64:theirs"}
+    assert secret["metadata"]["annotations"][resources.REPLICATION_KEY_ANNOTATION] == "true"
+    assert not [e for e in events.events if e[1] == "ReplicationPasswordAdded"]

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from operator_fakes import cluster
 
-from mysql_operator import resources
+from mysql_operator import replication, resources
+from mysql_operator.engines import MARIADB, MYSQL
 
 COMMON = {
     "app.kubernetes.io/name": "mysql",
@@ -31,8 +32,8 @@ OWNED = [
 UNOWNED = [resources.credentials_secret, resources.backup_pvc, resources.final_backup_job]
 
 
-def container(sts: dict[str, Any]) -> dict[str, Any]:
-    (c,) = sts["spec"]["template"]["spec"]["containers"]
+def container(sts: dict[str, Any], name: str = "mysql") -> dict[str, Any]:
+    (c,) = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == name]
     return c
 
 
@@ -47,7 +48,7 @@ def test_every_child_carries_the_common_labels_in_the_cluster_namespace(build: A
 def test_owned_children_have_one_controller_owner_reference(build: Any) -> None:
     (ref,) = build(live())["metadata"]["ownerReferences"]
     assert ref == {
-        "apiVersion": "db.example.com/v1beta1",
+        "apiVersion": "db.example.com/v1",  # the hub: what the operator reads and writes
         "kind": "MySQLCluster",
         "name": "db",
         "uid": "uid-1",
@@ -75,10 +76,17 @@ def test_child_names() -> None:
     assert names.pod_host(0, "ns") == "db-mysql-0.db-headless.ns.svc"
 
 
-def test_secret_holds_a_fresh_random_password() -> None:
-    a = resources.credentials_secret(live())["stringData"][resources.PASSWORD_KEY]
-    b = resources.credentials_secret(live())["stringData"][resources.PASSWORD_KEY]
+@pytest.mark.parametrize("key", [resources.PASSWORD_KEY, resources.REPLICATION_PASSWORD_KEY])
+def test_secret_holds_fresh_random_passwords(key: str) -> None:
+    a = resources.credentials_secret(live())["stringData"][key]
+    b = resources.credentials_secret(live())["stringData"][key]
     assert a != b and len(a) >= 24
+
+
+def test_the_replication_account_has_its_own_password() -> None:
+    data = resources.credentials_secret(live(), password="given")["stringData"]
+    assert data.keys() == {"root-password", "replication-password"}
+    assert data["root-password"] == "given" and data["replication-password"] != "given"
 
 
 def test_statefulset_reads_the_root_password_from_the_secret() -> None:
@@ -92,7 +100,11 @@ def test_statefulset_reads_the_root_password_from_the_secret() -> None:
 
 def test_retained_secret_is_marked_and_labelled() -> None:
     meta = resources.credentials_secret(live())["metadata"]
-    assert meta["annotations"] == {"db.example.com/retained": "true"}
+    # retained: ours, kept with the data; replication-password: holds the replication account's key.
+    assert meta["annotations"] == {
+        "db.example.com/retained": "true",
+        "db.example.com/replication-password": "true",
+    }
     assert meta["labels"] == COMMON
 
 
@@ -107,29 +119,54 @@ def test_primary_service_selects_pod_zero_only() -> None:
     assert svc["spec"]["ports"] == [{"name": "mysql", "port": 3306, "targetPort": 3306}]
 
 
-def test_every_pod_is_configured_from_its_ordinal_before_mysqld_starts() -> None:
-    pod = resources.statefulset(live(replicas=3))["spec"]["template"]["spec"]
+@pytest.mark.parametrize("engine", [MYSQL, MARIADB], ids=lambda e: e.name)
+def test_every_pod_is_configured_from_its_ordinal_before_the_server_starts(engine: Any) -> None:
+    """The scripts' behaviour is pinned by running them (test_engine_scripts.py); here, that the pod
+    runs the engine's scripts with the volumes they work on."""
+    sts = resources.statefulset(live(replicas=3, engine=engine.name))
+    pod = sts["spec"]["template"]["spec"]
     (init,) = pod["initContainers"]
-    assert init["image"] == container({"spec": {"template": {"spec": pod}}})["image"]
-    script = init["command"][-1]
-    assert 'ordinal="${HOSTNAME##*-}"' in script
-    assert "server-id=$((100 + ordinal))" in script
-    assert "gtid-mode=ON" in script and "enforce-gtid-consistency=ON" in script
-    # Replicas only (ordinal > 0): follow pod 0 by GTID, read-only for good, started once at init.
-    replica_part = script[script.index('if [ "$ordinal" -gt 0 ]') :]
-    for statement in (
-        "CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST'",
-        "SOURCE_AUTO_POSITION=1",
-        "SET PERSIST read_only = ON",
-        "SET PERSIST super_read_only = ON",
-        "START REPLICA",
-    ):
-        assert statement in replica_part, statement
-    assert "/docker-entrypoint-initdb.d/replica.sh" in replica_part
+    assert init["image"] == container(sts)["image"]
+    assert init["command"] == ["sh", "-c", replication.configure_script(engine, "/var/lib/mysql")]
     mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
-    assert mounts == {"/etc/mysql/conf.d": "conf", "/docker-entrypoint-initdb.d": "initdb"}
-    mysqld_mounts = {m["mountPath"] for m in container({"spec": {"template": {"spec": pod}}})["volumeMounts"]}
-    assert mysqld_mounts >= set(mounts), "mysqld must read what the init container wrote"
+    assert mounts == {
+        "/etc/mysql/conf.d": "conf",
+        "/docker-entrypoint-initdb.d": "initdb",
+        "/var/lib/mysql": "data",
+    }
+    server_mounts = {m["mountPath"]: m["name"] for m in container(sts)["volumeMounts"]}
+    assert server_mounts == mounts, "the server reads what the init container wrote, on the same datadir"
+    probe = container(sts)["readinessProbe"]["exec"]["command"]
+    assert probe == ["sh", "-c", replication.probe_script(engine)]
+
+
+@pytest.mark.parametrize("engine", [MYSQL, MARIADB], ids=lambda e: e.name)
+def test_the_replication_sidecar_runs_the_engines_script_with_its_own_account(engine: Any) -> None:
+    sts = resources.statefulset(live(replicas=3, engine=engine.name))
+    assert [c["name"] for c in sts["spec"]["template"]["spec"]["containers"]] == ["mysql", "replication"]
+    sidecar = container(sts, "replication")
+    assert sidecar["image"] == container(sts)["image"]
+    assert sidecar["command"] == ["sh", "-c", replication.replication_script(engine)]
+    secret = "db-credentials"
+    assert sidecar["env"] == [
+        {
+            "name": "MYSQL_ROOT_PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "root-password"}},
+        },
+        {
+            "name": "REPLICATION_PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "replication-password"}},
+        },
+        {"name": "REPLICATION_USER", "value": "repl"},
+        {"name": "PRIMARY_HOST", "value": "db-mysql-0.db-headless.ns.svc"},
+    ]
+    assert "volumeMounts" not in sidecar, "it talks to the server over TCP, never to its files"
+
+
+def test_the_sidecar_keeps_a_guaranteed_pod_guaranteed() -> None:
+    sts = resources.statefulset(live(resources={"cpu": "500m", "memory": "1Gi"}))
+    limits = container(sts, "replication")["resources"]
+    assert limits["requests"] == limits["limits"] and set(limits["limits"]) == {"cpu", "memory"}
 
 
 def test_pods_get_time_for_a_clean_mysqld_shutdown() -> None:
@@ -153,8 +190,13 @@ def test_statefulset_follows_the_spec() -> None:
     assert "readinessProbe" in container({"spec": spec})
 
 
-def test_statefulset_default_version_is_8_0() -> None:
-    assert container(resources.statefulset(live()))["image"] == "mysql:8.0"
+@pytest.mark.parametrize(("engine", "image"), [("mysql", "mysql:8.4"), ("mariadb", "mariadb:10.11")])
+def test_statefulset_default_version_is_the_engines(engine: str, image: str) -> None:
+    assert container(resources.statefulset(live(engine=engine)))["image"] == image
+
+
+def test_statefulset_runs_the_mariadb_image_at_the_spec_version() -> None:
+    assert container(resources.statefulset(live(engine="mariadb", version="11.4")))["image"] == "mariadb:11.4"
 
 
 def test_resources_are_both_requests_and_limits() -> None:
@@ -200,8 +242,9 @@ def test_cronjob_dumps_the_primary_into_the_backup_pvc_and_prunes() -> None:
     assert env["MYSQL_HOST"] == "db-primary.ns.svc"
     assert env["RETENTION_DAYS"] == "3"
     assert env["MYSQL_PWD"] == {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}}
+    assert (env["DUMP"], c["image"]) == ("mysqldump", "mysql:8.4")
     script = c["command"][-1]
-    assert "mysqldump" in script and "-mtime" in script
+    assert '"$DUMP" -h "$MYSQL_HOST"' in script and "-mtime" in script
     assert pod["volumes"] == [{"name": "backup", "persistentVolumeClaim": {"claimName": "db-backup"}}]
 
 
@@ -220,9 +263,10 @@ def test_final_backup_archives_the_primary_volume_read_only() -> None:
     assert "tar" in c["command"][-1]
 
 
-def test_backup_pvc_is_sized_like_a_data_volume() -> None:
+def test_backup_pvc_holds_a_data_volume_sized_archive_and_the_retained_dumps() -> None:
     pvc = resources.backup_pvc(live(storage={"size": "3Gi"}, backup={"enabled": True}))
-    assert pvc["spec"]["resources"]["requests"]["storage"] == "3Gi"
+    # 3Gi * (1 + (7 days + 1) / 2): see resources.backup_size
+    assert pvc["spec"]["resources"]["requests"]["storage"] == f"{15 * 1024}Mi"
 
 
 def test_storage_class_applies_to_data_and_backup_volumes() -> None:
@@ -236,3 +280,10 @@ def test_cronjob_runs_in_the_schedules_time_zone() -> None:
     schedule = {"cron": "0 3 * * *", "timeZone": "Europe/Berlin"}
     cron = resources.backup_cronjob(live(backup={"enabled": True, "schedule": schedule}))["spec"]
     assert (cron["schedule"], cron["timeZone"]) == ("0 3 * * *", "Europe/Berlin")
+
+
+def test_cronjob_dumps_with_the_engines_own_program() -> None:
+    cron = resources.backup_cronjob(live(engine="mariadb", backup={"enabled": True}))
+    (c,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert (env["DUMP"], c["image"]) == ("mariadb-dump", "mariadb:10.11")

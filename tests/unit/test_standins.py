@@ -5,6 +5,7 @@ kind are faked here; the stand-in itself runs for real in test_mysqlstandin.py."
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,14 +14,17 @@ import pytest
 from envtest.binaries.nodeimage.host import Result
 from envtest.binaries.nodespec import NodeImageSpec
 from envtest.pins import PINNED
-from mysql_operator.images import BACKUP_ENV, MYSQL_ENV
+from mysql_operator.images import BACKUP_ENV, MARIADB_ENV, MYSQL_ENV
 
-_spec = importlib.util.spec_from_file_location(
-    "standins", Path(__file__).resolve().parents[1] / "kit" / "standins.py"
-)
+KIT = Path(__file__).resolve().parents[1] / "kit"
+_spec = importlib.util.spec_from_file_location("standins", KIT / "standins.py")
 assert _spec and _spec.loader
 standins = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(standins)
+sys.path.insert(0, str(KIT))  # the kit's scripts import their siblings, as when run from their folder
+try:
+    _spec.loader.exec_module(standins)
+finally:
+    sys.path.remove(str(KIT))
 
 
 def _node_runs(monkeypatch: pytest.MonkeyPatch, image: str | None) -> list[list[str]]:
@@ -42,6 +46,7 @@ def test_env_points_the_operator_at_the_stand_ins_only_on_the_offline_image(
     _node_runs(monkeypatch, NodeImageSpec().tag())
     assert standins.env("envtest") == {
         MYSQL_ENV: "envtest.local/mysql-standin",
+        MARIADB_ENV: "envtest.local/mariadb",
         BACKUP_ENV: NodeImageSpec().busybox_image,
     }
     _node_runs(monkeypatch, PINNED.kind_node_image)

@@ -91,7 +91,7 @@ def test_pins_supported_prints_the_patch_pins_comma_separated_as_users_run_it() 
     assert out.stdout == ",".join(p.kubernetes for p in SUPPORTED) + "\n"
 
 
-def test_pins_supported_verbose_names_each_minor_s_etcd_kwok_and_kind_image(
+def test_pins_supported_verbose_names_each_minor_s_etcd_kwok_kind_image_and_node_parts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert pins.main(["supported", "--verbose"]) == 0
@@ -105,6 +105,9 @@ def test_pins_supported_verbose_names_each_minor_s_etcd_kwok_and_kind_image(
             "etcd": p.etcd,
             "kwok": p.kwok,
             "kind_node_image": p.kind_node_image,
+            "coredns": p.coredns,
+            "pause": p.pause,
+            "cri_tools": p.cri_tools,
         }
     assert pins.main(["supported", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [p.kubernetes for p in SUPPORTED]

@@ -2,12 +2,15 @@ package main
 
 // The children of one MySQLCluster, as operator/mysql_operator/resources.py builds them: the same
 // names, labels, owner references and specs (the scale benchmark's conformance check compares each
-// live child with the reference's own builders).
+// live child with the reference's own builders). The scripts the pods run are the reference's own
+// texts, generated into scripts.go by genscripts.py.
 
 import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"math/big"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,69 +23,38 @@ import (
 )
 
 const (
-	group          = "db.example.com"
-	apiVersion     = group + "/v1beta1"
-	kind           = "MySQLCluster"
-	finalizer      = group + "/final-backup"
-	retained       = group + "/retained"
-	skipFinal      = group + "/skip-final-backup"
-	clusterUIDNote = group + "/cluster-uid"
-	fieldManager   = "mysql-operator"
-	instanceLabel  = "app.kubernetes.io/instance"
-	managedBy      = "app.kubernetes.io/managed-by"
-	operatorName   = "mysql-operator"
-	mysqlPort      = 3306
-	passwordKey    = "root-password"
-	dataVolume     = "data"
-	dataDir        = "/var/lib/mysql"
-	backupDir      = "/backup"
-	confDir        = "/etc/mysql/conf.d"
-	initdbDir      = "/docker-entrypoint-initdb.d"
-	backupImage    = "busybox:1.36"
-	finalDeadline  = 3600
-	finalTTL       = 3600
+	group           = "db.example.com"
+	version         = "v1" // the hub and storage version: what owner references name
+	apiVersion      = group + "/" + version
+	kind            = "MySQLCluster"
+	finalizer       = group + "/final-backup"
+	retained        = group + "/retained"
+	skipFinal       = group + "/skip-final-backup"
+	clusterUIDNote  = group + "/cluster-uid"
+	fieldManager    = "mysql-operator"
+	instanceLabel   = "app.kubernetes.io/instance"
+	managedBy       = "app.kubernetes.io/managed-by"
+	operatorName    = "mysql-operator"
+	mysqlPort       = 3306
+	passwordKey     = "root-password"
+	replicationKey  = "replication-password"
+	replicationNote = group + "/replication-password" // on the Secret: it holds replicationKey
+	dataVolume      = "data"
+	dataDir         = "/var/lib/mysql"
+	backupDir       = "/backup"
+	restoreDir      = "/restore"
+	confDir         = "/etc/mysql/conf.d"
+	initdbDir       = "/docker-entrypoint-initdb.d"
+	backupImage     = "busybox:1.36"
+	finalFloor      = 600     // seconds every final backup gets, whatever the size
+	finalRate       = 5 << 20 // bytes/s: the slowest archive rate planned for
+	finalTTL        = 3600
 )
-
-const configureScript = `set -eu
-ordinal="${HOSTNAME##*-}"
-cat > /etc/mysql/conf.d/server.cnf <<EOF
-[mysqld]
-server-id=$((100 + ordinal))
-gtid-mode=ON
-enforce-gtid-consistency=ON
-EOF
-if [ "$ordinal" -gt 0 ]; then
-  cat > /docker-entrypoint-initdb.d/replica.sh <<'EOF'
-docker_process_sql <<SQL
-CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST', SOURCE_PORT=3306, SOURCE_USER='root',
-  SOURCE_PASSWORD='$MYSQL_ROOT_PASSWORD', SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1;
-SET PERSIST read_only = ON;
-SET PERSIST super_read_only = ON;
-START REPLICA;
-SQL
-EOF
-fi
-`
-
-const probeCommand = `MYSQL_PWD="$MYSQL_ROOT_PASSWORD" mysqladmin ping -h 127.0.0.1 -u root`
-
-const dumpScript = `set -eu
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
-mysqldump -h "$MYSQL_HOST" -u root --all-databases --single-transaction --routines --events   --triggers > "/backup/.dump-$stamp.sql"
-gzip "/backup/.dump-$stamp.sql"
-mv "/backup/.dump-$stamp.sql.gz" "/backup/dump-$stamp.sql.gz"
-find /backup -maxdepth 1 -name 'dump-*.sql.gz' -mtime "+$((RETENTION_DAYS - 1))" -delete
-`
-
-const archiveScript = `set -eu
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
-tar -czf "/backup/.final-$stamp.tar.gz" -C /var/lib/mysql .
-mv "/backup/.final-$stamp.tar.gz" "/backup/final-$stamp.tar.gz"
-`
 
 // spec is the part of MySQLCluster.spec the children depend on; defaults as in api.py.
 type spec struct {
 	Replicas int32  `json:"replicas"`
+	Engine   string `json:"engine"`
 	Version  string `json:"version"`
 	Storage  struct {
 		Size             string `json:"size"`
@@ -100,11 +72,17 @@ type spec struct {
 		} `json:"schedule"`
 		RetentionDays int `json:"retentionDays"`
 	} `json:"backup"`
+	Restore *struct {
+		FromCluster string `json:"fromCluster"`
+	} `json:"restore,omitempty"`
 }
 
 func (s *spec) defaults() {
+	if s.Engine == "" {
+		s.Engine = "mysql"
+	}
 	if s.Version == "" {
-		s.Version = "8.0"
+		s.Version = engines[s.Engine].defaultVersion
 	}
 	if s.Backup.Schedule.Cron == "" {
 		s.Backup.Schedule.Cron = "0 2 * * *"
@@ -129,7 +107,8 @@ func (o owner) backup() string         { return o.Name + "-backup" } // the PVC 
 func (o owner) finalJob() string       { return o.Name + "-final-backup" }
 func (o owner) primaryPod() string     { return o.statefulset() + "-0" }
 func (o owner) primaryDataPVC() string { return dataVolume + "-" + o.primaryPod() }
-func (o owner) image() string          { return "mysql:" + o.Spec.Version }
+func (o owner) image() string          { return o.Spec.Engine + ":" + o.Spec.Version }
+func (o owner) engine() engineScripts  { return engines[o.Spec.Engine] }
 
 func labels(name string) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": "mysql", instanceLabel: name, managedBy: operatorName}
@@ -152,20 +131,24 @@ func (o owner) meta(name string, owned bool) metav1.ObjectMeta {
 	return m
 }
 
-func passwordEnv(o owner, env string) corev1.EnvVar {
-	ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: o.secret()}, Key: passwordKey}
+func passwordEnv(o owner, env, key string) corev1.EnvVar {
+	ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: o.secret()}, Key: key}
 	return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}}
 }
 
-func credentialsSecret(o owner) *corev1.Secret {
+func newPassword() string {
 	buf := make([]byte, 24)
 	_, _ = rand.Read(buf)
+	return base64.RawURLEncoding.EncodeToString(buf)
+}
+
+func credentialsSecret(o owner) *corev1.Secret {
 	m := o.meta(o.secret(), false) // retained with the data: no ownerReference
-	m.Annotations = map[string]string{retained: "true"}
+	m.Annotations = map[string]string{retained: "true", replicationNote: "true"}
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: m, Type: corev1.SecretTypeOpaque,
-		StringData: map[string]string{passwordKey: base64.RawURLEncoding.EncodeToString(buf)},
+		StringData: map[string]string{passwordKey: newPassword(), replicationKey: newPassword()},
 	}
 }
 
@@ -229,6 +212,9 @@ func containerResources(s spec) (corev1.ResourceRequirements, error) {
 }
 
 func statefulSet(o owner) (*appsv1.StatefulSet, error) {
+	if _, known := engines[o.Spec.Engine]; !known {
+		return nil, fmt.Errorf("spec.engine %q: not one of mysql, mariadb", o.Spec.Engine)
+	}
 	claim, err := claimSpec(o.Spec)
 	if err != nil {
 		return nil, err
@@ -238,24 +224,47 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 		return nil, err
 	}
 	generated := []corev1.VolumeMount{{Name: "conf", MountPath: confDir}, {Name: "initdb", MountPath: initdbDir}}
+	data := corev1.VolumeMount{Name: dataVolume, MountPath: dataDir}
+	rootPassword := passwordEnv(o, "MYSQL_ROOT_PASSWORD", passwordKey)
+	primaryHost := corev1.EnvVar{
+		Name: "PRIMARY_HOST", Value: fmt.Sprintf("%s-0.%s.%s.svc", o.statefulset(), o.headless(), o.Namespace),
+	}
 	mysql := corev1.Container{
 		Name: "mysql", Image: o.image(),
-		Ports: []corev1.ContainerPort{{Name: "mysql", ContainerPort: mysqlPort}},
-		Env: []corev1.EnvVar{
-			passwordEnv(o, "MYSQL_ROOT_PASSWORD"),
-			{Name: "PRIMARY_HOST", Value: fmt.Sprintf("%s-0.%s.%s.svc", o.statefulset(), o.headless(), o.Namespace)},
-		},
+		Ports:     []corev1.ContainerPort{{Name: "mysql", ContainerPort: mysqlPort}},
+		Env:       []corev1.EnvVar{rootPassword, primaryHost},
 		Resources: res,
 		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", probeCommand}}},
+			ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", o.engine().probe}}},
 			InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 5,
 		},
-		VolumeMounts: append([]corev1.VolumeMount{{Name: dataVolume, MountPath: dataDir}}, generated...),
+		VolumeMounts: append([]corev1.VolumeMount{data}, generated...),
 	}
 	configure := corev1.Container{
-		Name: "configure", Image: o.image(), Command: []string{"sh", "-c", configureScript}, VolumeMounts: generated,
+		Name: "configure", Image: o.image(), Command: []string{"sh", "-c", o.engine().configure},
+		VolumeMounts: append(slices.Clone(generated), data),
+	}
+	sidecarResources := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(sidecarCPU), corev1.ResourceMemory: resource.MustParse(sidecarMemory),
+	}
+	sidecar := corev1.Container{
+		Name: "replication", Image: o.image(), Command: []string{"sh", "-c", o.engine().replication},
+		Env: []corev1.EnvVar{
+			rootPassword,
+			passwordEnv(o, "REPLICATION_PASSWORD", replicationKey),
+			{Name: "REPLICATION_USER", Value: replicationUser},
+			primaryHost,
+		},
+		// Requests equal limits, as the server's: the sidecar never makes the pod less than Guaranteed.
+		Resources: corev1.ResourceRequirements{Requests: sidecarResources, Limits: sidecarResources.DeepCopy()},
 	}
 	empty := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	inits := []corev1.Container{configure}
+	volumes := []corev1.Volume{{Name: "conf", VolumeSource: empty}, {Name: "initdb", VolumeSource: empty}}
+	if restore, volume := restoreParts(o); restore != nil {
+		inits = append([]corev1.Container{*restore}, inits...) // fills the datadir before configure
+		volumes = append(volumes, volume)
+	}
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: o.meta(o.statefulset(), true),
@@ -272,9 +281,9 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(o.Name, "database")},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To(int64(120)),
-					InitContainers:                []corev1.Container{configure},
-					Containers:                    []corev1.Container{mysql},
-					Volumes:                       []corev1.Volume{{Name: "conf", VolumeSource: empty}, {Name: "initdb", VolumeSource: empty}},
+					InitContainers:                inits,
+					Containers:                    []corev1.Container{mysql, sidecar},
+					Volumes:                       volumes,
 				},
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
@@ -285,11 +294,75 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	}, nil
 }
 
+// restoreParts: with spec.restore, the init container that unpacks the source cluster's newest final
+// backup into pod 0's empty datadir, and the source's backup PVC (read-only) it reads; nil otherwise.
+func restoreParts(o owner) (*corev1.Container, corev1.Volume) {
+	if o.Spec.Restore == nil {
+		return nil, corev1.Volume{}
+	}
+	sourcePVC := o.Spec.Restore.FromCluster + "-backup"
+	container := &corev1.Container{
+		Name: "restore", Image: backupImage, Command: []string{"sh", "-c", restoreScript},
+		Env: []corev1.EnvVar{
+			{Name: "SOURCE_CLUSTER", Value: o.Spec.Restore.FromCluster},
+			{Name: "SOURCE_PVC", Value: sourcePVC},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: dataVolume, MountPath: dataDir},
+			{Name: "restore", MountPath: restoreDir, ReadOnly: true},
+		},
+	}
+	src := &corev1.PersistentVolumeClaimVolumeSource{ClaimName: sourcePVC, ReadOnly: true}
+	return container, corev1.Volume{Name: "restore", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: src}}
+}
+
+// bytesOf is a quantity's exact value in bytes (a fraction where the quantity has one).
+func bytesOf(q resource.Quantity) *big.Rat {
+	r, _ := new(big.Rat).SetString(q.AsDec().String())
+	return r
+}
+
+// ceil rounds a non-negative rational up to a whole number.
+func ceil(r *big.Rat) int64 {
+	q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if m.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q.Int64()
+}
+
+// backupSize is the backup volume's request: one final archive at the full data size plus
+// retentionDays+1 dumps at half of it, data * (retentionDays + 3) / 2, in whole MiB.
+func backupSize(s spec) (resource.Quantity, error) {
+	data, err := resource.ParseQuantity(s.Storage.Size)
+	if err != nil {
+		return resource.Quantity{}, fmt.Errorf("spec.storage.size: %w", err)
+	}
+	wanted := new(big.Rat).Mul(bytesOf(data), big.NewRat(int64(s.Backup.RetentionDays+3), 2<<20))
+	return resource.MustParse(fmt.Sprintf("%dMi", ceil(wanted))), nil
+}
+
+// finalDeadline is the final backup's activeDeadlineSeconds: a floor plus the data volume's size
+// at the slowest archive rate planned for.
+func finalDeadline(s spec) (int64, error) {
+	data, err := resource.ParseQuantity(s.Storage.Size)
+	if err != nil {
+		return 0, fmt.Errorf("spec.storage.size: %w", err)
+	}
+	return finalFloor + ceil(new(big.Rat).Mul(bytesOf(data), big.NewRat(1, finalRate))), nil
+}
+
 func backupPVC(o owner) (*corev1.PersistentVolumeClaim, error) {
 	claim, err := claimSpec(o.Spec)
 	if err != nil {
 		return nil, err
 	}
+	size, err := backupSize(o.Spec)
+	if err != nil {
+		return nil, err
+	}
+	claim.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: size}
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: o.meta(o.backup(), false), Spec: claim,
@@ -306,11 +379,24 @@ func backupCronJob(o owner) *batchv1.CronJob {
 	container := corev1.Container{
 		Name: "mysqldump", Image: o.image(), Command: []string{"sh", "-c", dumpScript},
 		Env: []corev1.EnvVar{
-			passwordEnv(o, "MYSQL_PWD"),
+			passwordEnv(o, "MYSQL_PWD", passwordKey),
+			{Name: "DUMP", Value: o.engine().dump},
 			{Name: "MYSQL_HOST", Value: fmt.Sprintf("%s.%s.svc", o.primary(), o.Namespace)},
 			{Name: "RETENTION_DAYS", Value: fmt.Sprint(s.RetentionDays)},
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: "backup", MountPath: backupDir}},
+	}
+	// Preferred near pod 0 (its node, else its zone): that puts a WaitForFirstConsumer backup volume
+	// where the final backup Job will need it.
+	pod0 := &metav1.LabelSelector{MatchLabels: map[string]string{"statefulset.kubernetes.io/pod-name": o.primaryPod()}}
+	var nearPrimary []corev1.WeightedPodAffinityTerm
+	for _, t := range []struct {
+		weight int32
+		key    string
+	}{{100, "kubernetes.io/hostname"}, {50, "topology.kubernetes.io/zone"}} {
+		nearPrimary = append(nearPrimary, corev1.WeightedPodAffinityTerm{
+			Weight: t.weight, PodAffinityTerm: corev1.PodAffinityTerm{LabelSelector: pod0, TopologyKey: t.key},
+		})
 	}
 	cj := &batchv1.CronJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
@@ -325,8 +411,12 @@ func backupCronJob(o owner) *batchv1.CronJob {
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: podLabels(o.Name, "backup")},
 						Spec: corev1.PodSpec{
-							RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{container},
-							Volumes: []corev1.Volume{backupVolume(o)},
+							RestartPolicy: corev1.RestartPolicyNever,
+							Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+								PreferredDuringSchedulingIgnoredDuringExecution: nearPrimary,
+							}},
+							Containers: []corev1.Container{container},
+							Volumes:    []corev1.Volume{backupVolume(o)},
 						},
 					},
 				},
@@ -341,7 +431,13 @@ func backupCronJob(o owner) *batchv1.CronJob {
 
 // finalBackupJob archives the stopped primary's data volume (read-only) into the backup PVC; no
 // ownerReference, it outlives the cluster, and the annotation tells it from an earlier cluster's.
-func finalBackupJob(o owner) *batchv1.Job {
+// No node affinity: the reference takes it from the data PersistentVolume, which the peer does not
+// read, and builds none where it has none.
+func finalBackupJob(o owner) (*batchv1.Job, error) {
+	deadline, err := finalDeadline(o.Spec)
+	if err != nil {
+		return nil, err
+	}
 	m := o.meta(o.finalJob(), false)
 	m.Labels = podLabels(o.Name, "final-backup")
 	m.Annotations = map[string]string{clusterUIDNote: o.UID}
@@ -350,7 +446,7 @@ func finalBackupJob(o owner) *batchv1.Job {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: m,
 		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To(int32(0)), ActiveDeadlineSeconds: ptr.To(int64(finalDeadline)),
+			BackoffLimit: ptr.To(int32(0)), ActiveDeadlineSeconds: ptr.To(deadline),
 			TTLSecondsAfterFinished: ptr.To(int32(finalTTL)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(o.Name, "final-backup")},
@@ -358,6 +454,7 @@ func finalBackupJob(o owner) *batchv1.Job {
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{
 						Name: "archive", Image: backupImage, Command: []string{"sh", "-c", archiveScript},
+						Env: []corev1.EnvVar{{Name: "CLUSTER_UID", Value: o.UID}},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: dataVolume, MountPath: dataDir, ReadOnly: true},
 							{Name: "backup", MountPath: backupDir},
@@ -370,5 +467,5 @@ func finalBackupJob(o owner) *batchv1.Job {
 				},
 			},
 		},
-	}
+	}, nil
 }

@@ -2,6 +2,7 @@
 // the Go peer of benchmarks/bench_scale.py.
 //
 //	gomysql --kubeconfig K [--namespace NS] [--workers 2] [--health-addr 127.0.0.1:PORT]
+//	gomysql --print-children < cluster.json    (the children it would build, as JSON; for tests)
 //
 // Like the reference: one controller For(MySQLCluster) that Owns(StatefulSet, Service, CronJob),
 // informers on our children only (label managed-by=mysql-operator), the credentials Secret cached
@@ -11,9 +12,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 
@@ -35,7 +38,14 @@ func main() {
 	namespace := flag.String("namespace", "", "watch only this namespace (default: all)")
 	workers := flag.Int("workers", 2, "concurrent reconciles")
 	health := flag.String("health-addr", "127.0.0.1:8081", "/healthz and /readyz address")
+	printChildren := flag.Bool("print-children", false, "print the children of the MySQLCluster JSON on stdin, and exit")
 	flag.Parse() // --kubeconfig is controller-runtime's own flag
+	if *printChildren {
+		if err := writeChildren(os.Stdin, os.Stdout); err != nil {
+			fail(err)
+		}
+		return
+	}
 	ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
 
 	ours := klabels.SelectorFromSet(klabels.Set{managedBy: operatorName})
@@ -97,4 +107,40 @@ func main() {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "gomysql:", err)
 	os.Exit(1)
+}
+
+// writeChildren prints what the reconciler would write for one cluster, keyed by the name of the
+// reference's builder (mysql_operator.resources) of each child: a unit test compares the two.
+func writeChildren(in io.Reader, out io.Writer) error {
+	c := newCluster()
+	if err := json.NewDecoder(in).Decode(&c.Object); err != nil {
+		return fmt.Errorf("cluster JSON on stdin: %w", err)
+	}
+	o, err := ownerOf(c)
+	if err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	sts, err := statefulSet(o)
+	if err != nil {
+		return err
+	}
+	pvc, err := backupPVC(o)
+	if err != nil {
+		return err
+	}
+	job, err := finalBackupJob(o)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{
+		"credentials_secret": credentialsSecret(o),
+		"headless_service":   headlessService(o),
+		"primary_service":    primaryService(o),
+		"statefulset":        sts,
+		"backup_pvc":         pvc,
+		"backup_cronjob":     backupCronJob(o),
+		"final_backup_job":   job,
+	})
 }

@@ -32,7 +32,7 @@ const (
 	pollEvery   = 5 * time.Second // a running final backup or stopping pods: nothing watches them
 )
 
-var clusterGVK = schema.GroupVersionKind{Group: group, Version: "v1beta1", Kind: kind}
+var clusterGVK = schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
 
 func newCluster() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
@@ -365,7 +365,11 @@ func (r *Reconciler) finalBackup(ctx context.Context, c *unstructured.Unstructur
 	job := &batchv1.Job{}
 	err = r.reader.Get(ctx, at(o.finalJob()), job)
 	if apierrors.IsNotFound(err) {
-		if err := r.Create(ctx, finalBackupJob(o)); client.IgnoreAlreadyExists(err) != nil {
+		want, err := finalBackupJob(o)
+		if err != nil {
+			return step{}, err
+		}
+		if err := r.Create(ctx, want); client.IgnoreAlreadyExists(err) != nil {
 			return step{}, err
 		}
 		return step{record: with(record, "Running", fmt.Sprintf("Job %s running", o.finalJob())), result: poll}, nil

@@ -31,7 +31,7 @@ from pykube.exceptions import HTTPError
 from kopfmysql import children as c
 
 Obj = dict[str, Any]
-VERSION = "v1beta1"
+VERSION = c.VERSION
 PLURAL = "mysqlclusters"
 APPLIED = f"{c.GROUP}/applied-config"
 POLL_SECONDS = 5.0

@@ -245,6 +245,7 @@ class KindCluster(Cluster):
         kubeconfig: Path | None = None,
         ready_timeout: float = 300.0,
         progress: Any = None,
+        version: str | None = None,
     ) -> None:
         from envtest import kind
         from envtest.binaries import kind as kind_binary
@@ -257,6 +258,7 @@ class KindCluster(Cluster):
             kubeconfig=kubeconfig,
             config_file=config_file,
             image=image,
+            version=version,  # its minor picks the node image; a running cluster must be at it
             progress=report,
         )
         self._delete_on_close = delete_on_close

@@ -7,7 +7,10 @@ pytest-kind-ng (the optional `[kind]` extra) creates and deletes; what it leaves
 - **stale clusters**: a cluster whose node containers are stopped (a reboot, ``docker stop``) is still
   listed by ``kind get clusters`` but can never answer; it is deleted and created again;
 - **readiness**: ``kind create`` returns before the cluster can take a suite (nodes NotReady, no
-  CoreDNS, no ServiceAccounts yet), so `wait_ready` waits for what the tests rely on.
+  CoreDNS, no ServiceAccounts yet), so `wait_ready` waits for what the tests rely on;
+- **one minor per cluster**: a new cluster gets the node image of the selected Kubernetes minor
+  (`envtest.kindimage.choose`); a running one at another minor is refused with the commands that
+  replace it, as a kept local plane at another version is (tests must run on the minor asked for).
 
 The container CLI is ``docker``, or what ``KIND_EXPERIMENTAL_PROVIDER`` names (podman, nerdctl: both
 answer ``inspect -f``), since kind put the node containers there.
@@ -27,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envtest.binaries import kind as kind_binary
-from envtest.errors import ConfigError, EnvtestError, StartTimeout
-from envtest.pins import PINNED
+from envtest.errors import ConfigError, EnvtestError, StartTimeout, UsageProblem
+from envtest.pins import SUPPORTED, for_minor, minor_of
 
 if TYPE_CHECKING:
     import pytest_kind
@@ -47,9 +50,11 @@ class State(Enum):
     STALE = "stale"  # listed by kind, but a node container is stopped or gone
 
 
-def node_image() -> str:
-    """ENVTEST_KIND_IMAGE, else the node image published with the pinned kind."""
-    return os.environ.get("ENVTEST_KIND_IMAGE") or PINNED.kind_node_image
+def node_image(version: str | None = None) -> str:
+    """ENVTEST_KIND_IMAGE, else the node image published with the pinned kind for the minor of
+    ``version`` (None, or a minor without pins: the newest)."""
+    pins = (for_minor(version) if version else None) or SUPPORTED[-1]
+    return os.environ.get("ENVTEST_KIND_IMAGE") or pins.kind_node_image
 
 
 def kubeconfig_path(name: str) -> Path:
@@ -111,6 +116,18 @@ class KindCli:
     def kubeconfig(self, name: str) -> str:
         return self._kind("get", "kubeconfig", "--name", name)
 
+    def node_version(self, name: str) -> str | None:
+        """The Kubernetes release of a running cluster (``1.37.0``), read where kind itself reads it:
+        ``/kind/version`` in its control-plane node, written by every node image build. None when it
+        cannot be read."""
+        nodes = self.nodes(name)
+        node = next((n for n in nodes if n.endswith("-control-plane")), nodes[0] if nodes else None)
+        if node is None:
+            return None
+        proc = self._run(self.container_cli, "exec", node, "cat", "/kind/version")
+        version = proc.stdout.strip().removeprefix("v")
+        return version if proc.returncode == 0 and version else None
+
 
 def _pytest_kind() -> Any:
     try:
@@ -129,24 +146,33 @@ def open_cluster(
     kubeconfig: Path | None = None,
     config_file: Path | None = DEFAULT_CONFIG,
     image: str | None = None,
+    version: str | None = None,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> tuple[pytest_kind.KindCluster, bool]:
     """The running cluster `name`, reused or (re-)created; returns it and whether this call created it.
 
-    A new cluster gets a node image docker has or can pull (`envtest.kindimage.choose`); nothing
-    here starts daemons, edits docker's configuration or builds an image."""
+    ``version``: the Kubernetes release selected (None: ``ENVTEST_K8S_VERSION``, else the newest pin).
+    A new cluster gets its minor's node image docker has or can pull (`envtest.kindimage.choose`); a
+    running cluster at another minor is a `UsageProblem` naming the commands that replace it. An
+    image asked for (``image``, ENVTEST_KIND_IMAGE) decides the version itself: nothing is compared.
+    Nothing here starts daemons, edits docker's configuration or builds an image."""
     from envtest import kindimage
+    from envtest.binaries import k8s_version
 
+    version = k8s_version(version, source="--k8s-version")
+    asked = image or os.environ.get("ENVTEST_KIND_IMAGE")
     kubeconfig = kubeconfig or kubeconfig_path(name)
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     cli = KindCli(kind_path)
     kindimage.check_runtime(cli.container_cli)  # before kind, whose own error would not say what to run
     state = cli.state(name)
+    if state is State.RUNNING and not asked:
+        check_minor(name, cli.node_version(name), version)
     if state is not State.RUNNING:
-        image = kindimage.choose(image, cli=cli.container_cli, progress=progress)
+        image = kindimage.choose(image, version=version, cli=cli.container_cli, progress=progress)
     config_file = offline_config(config_file, image, name)
     cluster = _pytest_kind().KindCluster(
-        name, kubeconfig=kubeconfig, image=image or node_image(), kind_path=kind_path
+        name, kubeconfig=kubeconfig, image=image or node_image(version), kind_path=kind_path
     )
     if state is State.STALE:
         progress(f"kind cluster {name!r} exists but its nodes are not running: deleting and re-creating it")
@@ -160,17 +186,39 @@ def open_cluster(
     return cluster, state is not State.RUNNING
 
 
+def check_minor(name: str, running: str | None, version: str) -> None:
+    """Refuse a running cluster whose minor is not ``version``'s (an unreadable one passes: kind
+    could not have created it without /kind/version, so that is a cluster kind does not manage)."""
+    if running is None or minor_of(running) == minor_of(version):
+        return
+    from envtest import commands
+
+    minor = minor_of(version)
+    replace = " && ".join(
+        [
+            commands.envtest("kind", "down", "--name", name),
+            commands.envtest("kind", "up", "--name", name, "--k8s-version", minor),
+        ]
+    )
+    raise UsageProblem(
+        f"kind cluster {name!r} is already running Kubernetes {running}, but {version} (minor {minor}) "
+        f"is asked for; replace it with `{replace}`, or ask for {minor_of(running)}"
+    )
+
+
 def offline_config(config_file: Path | None, image: str | None, name: str) -> Path | None:
     """For the offline node image, the kind config with what it needs (static CNI, kubeadm's
-    etcd/CoreDNS tags: `nodespec.kind_config`), written beside the kubeconfig; else as given."""
-    from envtest.binaries.nodespec import NodeImageSpec, is_offline_image, kind_config
+    etcd/CoreDNS tags of the image's minor: `nodespec.kind_config`), written beside the kubeconfig;
+    else as given."""
+    from envtest.binaries.nodespec import NodeImageSpec, is_offline_image, kind_config, offline_image_version
 
     if not image or not is_offline_image(image):
         return config_file
+    spec = NodeImageSpec.for_version(offline_image_version(image))
     user = config_file.read_text() if config_file else "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\n"
     rendered = kubeconfig_path(name).with_name(f"{name}.kind-config.yaml")
     rendered.parent.mkdir(parents=True, exist_ok=True)
-    rendered.write_text(kind_config(user, NodeImageSpec()))
+    rendered.write_text(kind_config(user, spec))
     return rendered
 
 
@@ -296,7 +344,12 @@ def cmd_kind(args: argparse.Namespace) -> int:
     # Like the pytest backend: an image docker has or can pull, else an error naming the command
     # that builds one; no dockerd started, no host changed (`envtest kind host-setup` does that).
     _, created = open_cluster(
-        args.name, kind_path=kind_path, config_file=args.config, image=args.image, progress=_say
+        args.name,
+        kind_path=kind_path,
+        config_file=args.config,
+        image=args.image,
+        version=args.k8s_version,
+        progress=_say,
     )
     from envtest.clusters import Cluster
 
@@ -311,20 +364,29 @@ def cmd_kind(args: argparse.Namespace) -> int:
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
-    if args.image_action == "tag":  # the recipe alone: no docker, no builder
+    if args.image_action in ("tag", "build"):
+        from envtest.binaries import k8s_version
         from envtest.binaries.nodespec import NodeImageSpec
 
-        print(NodeImageSpec().tag())
-        return 0
+        spec = NodeImageSpec.for_version(k8s_version(args.k8s_version, source="--k8s-version"))
+        if args.image_action == "tag":  # the recipe alone: no docker, no builder
+            print(spec.tag())
+            return 0
     from envtest.binaries import nodeimage
 
     if args.image_action == "build":
-        print(nodeimage.build(progress=_say, force=args.force))
+        print(nodeimage.build(spec, progress=_say, force=args.force))
     else:
         from envtest.binaries.nodeimage import pybase
 
         print(pybase.build(args.project.resolve(), progress=_say))
     return 0
+
+
+_K8S_MINOR_HELP = (
+    "Kubernetes version selector (1.36, 1.36.x, latest, …; default: ENVTEST_K8S_VERSION, else the "
+    "newest pin): the node image is that minor's (`python -m envtest.pins supported`)"
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -339,9 +401,12 @@ def add_parser(sub: Any) -> None:
     up.add_argument("--name", default="envtest")
     up.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     up.add_argument(
-        "--image", help="node image (default: ENVTEST_KIND_IMAGE, else the pinned one, else the offline one)"
+        "--image",
+        help="node image (default: ENVTEST_KIND_IMAGE, else the one pinned for --k8s-version's minor, "
+        "else that minor's offline one)",
     )
     up.add_argument("--timeout", type=float, default=READY_TIMEOUT, help="seconds to wait for readiness")
+    up.add_argument("--k8s-version", help=f"{_K8S_MINOR_HELP}; a running cluster of another minor is refused")
     kind_bin(up)
     down = actions.add_parser("down", help="delete a cluster and what kind leaves behind")
     down.add_argument("--name", default="envtest")
@@ -359,7 +424,9 @@ def add_parser(sub: Any) -> None:
         "build", help="set up the host, then build it (cold ~25 min; cached by content); print its tag"
     )
     build.add_argument("--force", action="store_true", help="rebuild even if docker has it")
-    image_actions.add_parser("tag", help="print its tag (from the recipe; nothing is built)")
+    build.add_argument("--k8s-version", help=_K8S_MINOR_HELP)
+    tag = image_actions.add_parser("tag", help="print its tag (from the recipe; nothing is built)")
+    tag.add_argument("--k8s-version", help=_K8S_MINOR_HELP)
     pybase = image_actions.add_parser("pybase", help="a python3 base image for offline `docker build`s")
     pybase.add_argument(
         "project", type=Path, help="directory of the pyproject.toml whose dependencies it carries"

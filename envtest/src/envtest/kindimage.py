@@ -6,10 +6,11 @@ Lookup order (first hit wins):
 1. the image asked for — ``--envtest-kind-image`` (or pytest-kind-ng's ``--kind-image``,
    ``envtest kind up --image``), else ``ENVTEST_KIND_IMAGE`` — if docker has it or pulls it;
    an image asked for by name is never swapped for another: when it cannot be had, that fails;
-2. otherwise the pinned published image (``envtest.pins``: kind_node_image) if docker has it or
-   (unless ``ENVTEST_OFFLINE=1``) pulls it within ``PULL_TIMEOUT``;
-3. the offline image ``envtest.local/kind-node:v<k8s>-<recipe hash>`` if docker has it (built by
-   ``envtest kind image build``; its tag comes from the recipe,
+2. otherwise the published image pinned for the selected minor (``envtest.pins.for_minor(v)``:
+   kind_node_image) if docker has it or (unless ``ENVTEST_OFFLINE=1``) pulls it within
+   ``PULL_TIMEOUT``;
+3. the offline image of that minor, ``envtest.local/kind-node:v<k8s>-<recipe hash>``, if docker has
+   it (built by ``envtest kind image build --k8s-version <minor>``; its tag comes from the recipe,
    `envtest.binaries.nodespec`, without loading the builder);
 4. else `NodeImageUnavailable`, at once, with the pull error and the command that builds (3).
 
@@ -25,7 +26,7 @@ from collections.abc import Callable, Sequence
 from envtest import commands
 from envtest.binaries.nodespec import NodeImageSpec
 from envtest.errors import EnvtestError
-from envtest.pins import PINNED
+from envtest.pins import SUPPORTED, for_minor, minor_of
 
 Progress = Callable[[str], None]
 Docker = Callable[[Sequence[str], float], "tuple[int, str]"]
@@ -37,9 +38,12 @@ seconds; this bounds a network that swallows packets instead of refusing them.""
 QUERY_TIMEOUT = 30.0
 
 
-def build_command() -> str:
-    """Exactly what to paste: this interpreter's CLI (the `envtest` script may not be on PATH)."""
-    return commands.envtest("kind", "image", "build")
+def build_command(version: str | None = None) -> str:
+    """Exactly what to paste: this interpreter's CLI (the `envtest` script may not be on PATH),
+    for the minor of ``version`` when given."""
+    if version is None:
+        return commands.envtest("kind", "image", "build")
+    return commands.envtest("kind", "image", "build", "--k8s-version", minor_of(version))
 
 
 def host_setup_command() -> str:
@@ -70,8 +74,9 @@ def _offline_mode() -> bool:
     return os.environ.get("ENVTEST_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def offline_tag() -> str:
-    return NodeImageSpec().tag()
+def offline_tag(version: str | None = None) -> str:
+    """The offline image's tag for the minor of ``version`` (None: the newest)."""
+    return NodeImageSpec.for_version(version).tag()
 
 
 def _last_line(err: str) -> str:
@@ -94,13 +99,21 @@ def check_runtime(cli: str = "docker", docker: Docker = _docker) -> None:
 def choose(
     explicit: str | None = None,
     *,
+    version: str | None = None,
     cli: str = "docker",
     docker: Docker = _docker,
     pull_timeout: float = PULL_TIMEOUT,
     progress: Progress = lambda _m: None,
 ) -> str:
-    """The node image for a new cluster (see the module docstring for the order)."""
+    """The node image for a new cluster of the minor of ``version`` (an exact release or a minor;
+    None: the newest), in the module docstring's order."""
     check_runtime(cli, docker)
+    pins = SUPPORTED[-1] if version is None else for_minor(version)
+    if pins is None:
+        supported = ", ".join(p.minor for p in SUPPORTED)
+        raise NodeImageUnavailable(
+            f"no kind node image for Kubernetes {version}: supported minors {supported}"
+        )
 
     def present(image: str) -> bool:
         return docker([cli, "image", "inspect", "--format", "{{.Id}}", image], QUERY_TIMEOUT)[0] == 0
@@ -125,19 +138,19 @@ def choose(
             f"in {cli} and cannot be pulled: {why}. Pull or load it, or leave it unset to use the pinned "
             f"image or the offline one (`{build_command()}`)"
         )
-    published = PINNED.kind_node_image
+    published = pins.kind_node_image
     if present(published):
         return published
     why = pull(published)
     if why is None:
         return published
-    offline = offline_tag()
+    offline = offline_tag(pins.kubernetes)
     if present(offline):
         progress(f"cannot pull {published} ({why}); using the offline node image {offline}")
         return offline
     raise NodeImageUnavailable(
         f"no kind node image: {published} is not in {cli} and cannot be pulled ({why}), and the "
         f"offline image {offline} is not built. Build it once (~25 min cold, Go and debootstrap; "
-        f"it also sets up the docker host): `{build_command()}`, "
+        f"it also sets up the docker host): `{build_command(pins.kubernetes)}`, "
         "or pull the published image on a machine that can and `docker load` it here"
     )

@@ -30,6 +30,14 @@ class MinorPins:
     kind_node_image: str
     """kind's node image for this minor, digest-pinned, from the notes of the pinned kind release
     (kind supports an image only with the release that built it; the tag alone can move)."""
+    coredns: str
+    """CoreDNS in the offline node image (set as kubeadm's dns.imageTag, so any release kubeadm's
+    Corefile runs on will do); kubeadm's CoreDNSVersion (cmd/kubeadm/app/constants) unless noted."""
+    pause: str
+    """The sandbox image kubeadm lists for this release (its PauseVersion): containerd's config must
+    name the same one, or kubelet pulls a second pause (the build checks both agree)."""
+    cri_tools: str
+    """crictl in the offline node image; the release's build/dependencies.yaml unless noted."""
     kwok: str = KWOK
 
     @property
@@ -47,6 +55,9 @@ SUPPORTED: tuple[MinorPins, ...] = (
         kind_node_image=(
             "kindest/node:v1.35.8@sha256:07b2536e30b803ed61d1677a79df6115f798ce64c80f9e22f6ed45afd09323c0"
         ),
+        coredns="1.13.1",
+        pause="3.10.1",
+        cri_tools="1.34.0",
     ),
     MinorPins(
         kubernetes="1.36.4",
@@ -54,16 +65,24 @@ SUPPORTED: tuple[MinorPins, ...] = (
         kind_node_image=(
             "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
         ),
+        coredns="1.14.2",
+        pause="3.10.2",
+        cri_tools="1.35.0",
     ),
     # 1.37.2 names etcd 3.7.0; 3.7.3 is a patch release of it, pinned before this table existed
     # and kept so the caches and offline images built with it stay valid. kind v0.33.0 publishes
-    # 1.37.0 only: the kind backend runs that patch of the minor.
+    # 1.37.0 only: the kind backend runs that patch of the minor. For the same reason CoreDNS and
+    # crictl stay at the releases pinned before this table (kubeadm names 1.14.6, dependencies.yaml
+    # crictl 1.36.0): the offline 1.37 image keeps its tag.
     MinorPins(
         kubernetes="1.37.2",
         etcd="3.7.3",
         kind_node_image=(
             "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5"
         ),
+        coredns="1.15.0",
+        pause="3.10.2",
+        cri_tools="1.37.0",
     ),
 )
 _NEWEST = SUPPORTED[-1]
@@ -92,11 +111,12 @@ class Versions:
     """sigs.k8s.io/kind: the release downloaded in CI, or built from the Go module proxy."""
     kind_node_image: str = _NEWEST.kind_node_image
     """The node image published with that kind release (kind's own default for it)."""
-    # The offline node image (`envtest kind image build`), for where kind_node_image cannot be pulled.
+    # The offline node image (`envtest kind image build`), for where kind_node_image cannot be pulled;
+    # the newest minor's (another minor's: envtest.binaries.nodespec.NodeImageSpec.for_version).
     containerd: str = "2.4.2"
     """github.com/containerd/containerd/v2; kubelet >= 1.35 needs containerd 2.x (Debian has 1.6)."""
-    cri_tools: str = "1.37.0"
-    coredns: str = "1.15.0"
+    cri_tools: str = _NEWEST.cri_tools
+    coredns: str = _NEWEST.coredns
     """Preloaded and set in kind's kubeadm config (dns.imageTag), not relabelled as kubeadm's default."""
     local_path_provisioner: str = "0.0.30"
     debian_suite: str = "bookworm"
@@ -143,7 +163,8 @@ def _print_supported(*, verbose: bool, as_json: bool) -> None:
         for p in SUPPORTED:
             print(
                 f"{p.minor}\tkubernetes={p.kubernetes}\tetcd={p.etcd}\tkwok={p.kwok}"
-                f"\tkind_node_image={p.kind_node_image}"
+                f"\tkind_node_image={p.kind_node_image}\tcoredns={p.coredns}\tpause={p.pause}"
+                f"\tcri_tools={p.cri_tools}"
             )
     else:
         print(",".join(p.kubernetes for p in SUPPORTED))

@@ -9,7 +9,8 @@ from .clock import Clock, FakeClock, SystemClock
 from .controller import Controller
 from .informer import Informer
 from .leader import LeaderElector, Lease
-from .manager import WRITE_VERBS, Manager, ManagerError, ManagerOptions
+from .manager import WRITE_VERBS, Manager, ManagerError, ManagerOptions, Runnable
+from .ratelimit import TokenBucket
 from .reviews import allow, deny
 from .types import Key, Reconciler, Result, make_key, split_key
 from .webhook import ServerOptions, WebhookServer
@@ -31,8 +32,10 @@ __all__ = [
     "ManagerOptions",
     "Reconciler",
     "Result",
+    "Runnable",
     "ServerOptions",
     "SystemClock",
+    "TokenBucket",
     "WebhookServer",
     "WorkQueue",
     "allow",

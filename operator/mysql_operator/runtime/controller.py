@@ -9,7 +9,9 @@ removed or changed still wakes the owner that lost it. `watches(kind, mapper)` m
 (e.g. by label). Every `resync_period` (jittered by ±`resync_jitter`) each cached primary object is
 enqueued again, spread over a window, as controller-runtime's SyncPeriod does: drift that no
 event reports (a lost event, an object we cannot watch) is repaired eventually. The Manager calls
-setup() / start() / stop() once per leadership term, each time with fresh informers and a fresh queue.
+setup() / start() / stop() / teardown() once per leadership term, each time with a fresh queue; the
+informers may be the same from term to term (warm standby): setup() subscribes, and the informer
+replays its cache to the new subscription, so the new term reconciles every object it holds.
 
 Outcome of one reconcile → what the queue does (→ controller_runtime_reconcile_total's result):
     returned Result()                  forget (success)
@@ -18,6 +20,11 @@ Outcome of one reconcile → what the queue does (→ controller_runtime_reconci
     raised, HTTP 409                   add_rate_limited, logged at DEBUG: conflicts are routine (error)
     raised, Retry-After known (429)    add_rate_limited, waiting at least Retry-After
     raised, anything else              add_rate_limited, logged as an error
+    raised, not an API/connection error  the same, and counted in controller_runtime_reconcile_panics_total:
+                                       a bug in the reconciler never stops the manager (controller-
+                                       runtime's RecoverPanic, on by default)
+Rate-limited requeues wait for the per-key backoff and for a token of a bucket the controller's keys
+share (`qps`, `burst`; ratelimit.py), whichever is longer.
 """
 
 from __future__ import annotations
@@ -30,12 +37,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import pykube
+import requests
+import urllib3.exceptions
 from pykube.objects import NamespacedAPIObject
 
 from . import fence
 from .client import CONFLICT, retry_after, status_code
 from .clock import SYSTEM_CLOCK, Clock
 from .metrics import Metrics
+from .ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 from .types import Key, Reconciler, Result, make_key
 from .workqueue import WorkQueue
 
@@ -47,12 +57,18 @@ Kind = type[pykube.objects.APIObject]
 Obj = dict[str, Any]
 Mapper = Callable[[Obj], list[Key]]
 """Keys of primary objects to reconcile when an object of a watched kind changes."""
+Handler = Callable[[str, Obj, Obj | None], None]
+
+# What a reconcile may raise in the ordinary course of talking to an apiserver; anything else is a bug.
+_ROUTINE = (requests.RequestException, urllib3.exceptions.HTTPError, OSError, fence.Fenced)
 
 
 class EventSource(Protocol):
     """What a controller needs of an informer (an Informer, or a fake in tests)."""
 
-    def add_handler(self, handler: Callable[[str, Obj, Obj | None], None]) -> None: ...
+    def add_handler(self, handler: Handler) -> Any: ...
+
+    def remove_handler(self, handler: Handler) -> None: ...
 
     def keys(self) -> list[Key]: ...
 
@@ -87,6 +103,8 @@ class Controller:
         resync_period: float | None = 10 * 3600.0,
         resync_jitter: float = 0.1,
         rng: random.Random | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
     ) -> None:
         if workers < 1:
             raise ValueError(f"Controller {name!r}: workers must be at least 1, got {workers}")
@@ -96,6 +114,11 @@ class Controller:
         self.base_delay = base_delay
         """Seconds of the first backoff after a failed reconcile (doubles per failure of the key)."""
         self.max_delay = max_delay
+        self.qps = qps
+        """Rate-limited requeues per second across all keys, once `burst` is spent (client-go: 10)."""
+        self.burst = burst
+        """Rate-limited requeues that pass at once after a quiet spell (client-go: 100)."""
+        TokenBucket(qps, burst)  # fails now, naming the bad value, rather than at the first term
         self.resync_period = resync_period
         """Seconds between full resyncs of the primary kind; None disables them (default 10 h)."""
         self.resync_jitter = resync_jitter
@@ -112,6 +135,7 @@ class Controller:
         self._clock: Clock = SYSTEM_CLOCK
         self._threads: list[threading.Thread] = []
         self._primary_source: EventSource | None = None
+        self._subscriptions: list[tuple[EventSource, Handler]] = []  # this term's, for teardown()
 
     # -- building -------------------------------------------------------------------------------
 
@@ -146,8 +170,12 @@ class Controller:
         metrics: Metrics | None = None,
         on_crash: Callable[[BaseException], None] | None = None,
         clock: Clock | None = None,
+        subscribe: bool = True,
     ) -> WorkQueue:
-        """Create this term's queue and subscribe to the informers; call before they start."""
+        """Create this term's queue and subscribe to the informers (before or after they start:
+        a started informer replays its cache to the new subscription). With subscribe=False the
+        caller calls subscribe() later, e.g. after start(): on a large synced cache the replay takes
+        a while, and workers that already run take the first keys as the replay enqueues them."""
         primary = self.kinds[0]
         self._metrics = metrics or self._metrics
         self._on_crash = on_crash
@@ -158,19 +186,44 @@ class Controller:
             max_delay=self.max_delay,
             clock=clock,
             hooks=self._metrics.queue_hooks(self.name),
+            bucket=TokenBucket(self.qps, self.burst, clock=clock),
         )
         self.queue = queue
         self._metrics.workqueue_depth.labels(name=self.name, controller=self.name).set_function(
             lambda: len(queue)
         )
         self._metrics.max_concurrent_reconciles.labels(controller=self.name).set(self.workers)
-        informers[primary].add_handler(lambda _t, obj, _old: queue.add(make_key(_namespace(obj), _name(obj))))
-        for kind in self.owned:
-            informers[kind].add_handler(lambda _t, obj, old: self._enqueue(queue, self._owners, obj, old))
-        for kind, mapper in self.mapped.items():
-            informers[kind].add_handler(lambda _t, obj, old, m=mapper: self._enqueue(queue, m, obj, old))
         self._primary_source = informers[primary]
+        if subscribe:
+            self.subscribe(informers)
         return queue
+
+    def subscribe(self, informers: Mapping[Kind, EventSource]) -> None:
+        """Feed the current queue from `informers`: the primary kind first, its keys being the ones
+        most directly waited for."""
+        queue = self.queue
+        if queue is None:
+            raise RuntimeError(f"Controller {self.name!r} is not set up")
+        self._subscribe(
+            informers[self.kinds[0]], lambda _t, obj, _old: queue.add(make_key(_namespace(obj), _name(obj)))
+        )
+        for kind in self.owned:
+            self._subscribe(
+                informers[kind], lambda _t, obj, old: self._enqueue(queue, self._owners, obj, old)
+            )
+        for kind, mapper in self.mapped.items():
+            self._subscribe(informers[kind], lambda _t, obj, old, m=mapper: self._enqueue(queue, m, obj, old))
+
+    def _subscribe(self, source: EventSource, handler: Handler) -> None:
+        self._subscriptions.append((source, handler))
+        source.add_handler(handler)
+
+    def teardown(self) -> None:
+        """Unsubscribe this term's handlers, so informers that outlive the term (a warm standby's)
+        stop feeding a queue nobody drains."""
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for source, handler in subscriptions:
+            source.remove_handler(handler)
 
     def start(self, term: int | None = None) -> None:
         """Start the workers; the Manager calls this once the informers have synced.
@@ -278,7 +331,11 @@ class Controller:
         active.inc()
         try:
             result = self.reconciler.reconcile(key)
-        except Exception as exc:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            if not isinstance(exc, _ROUTINE) and status_code(exc) is None:
+                self._metrics.reconcile_panics_total.labels(controller=self.name).inc()
             outcome, detail = self._failed(queue, key, exc)
             self._metrics.reconcile_errors_total.labels(controller=self.name).inc()
         else:
@@ -302,7 +359,7 @@ class Controller:
         queue.forget(key)
         return "success"
 
-    def _failed(self, queue: WorkQueue, key: Key, exc: Exception) -> tuple[str, str]:
+    def _failed(self, queue: WorkQueue, key: Key, exc: BaseException) -> tuple[str, str]:
         code = status_code(exc)
         delay = queue.add_rate_limited(key, not_before=retry_after(exc) or 0.0)
         if code == CONFLICT:

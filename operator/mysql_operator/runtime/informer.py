@@ -3,11 +3,13 @@
 Protocol with the apiserver (what client-go's reflector does, minus the watch cache tricks):
 list (paged) → watch from the list's resourceVersion with `allowWatchBookmarks=true`
 and a server-side `timeoutSeconds`, each event and bookmark advancing the resourceVersion we resume
-from. An expired resourceVersion arrives as HTTP 200 and then a watch event of type ERROR whose
-object is a Status with code 410 (pykube-ng's `watch()` hides it in the resource class, hence the
-hand-rolled GET here): we relist and deliver synthetic DELETED events for objects that vanished
-meanwhile and MODIFIED for changed ones. A dropped or timed-out connection resumes from the last
-resourceVersion, so no event is lost.
+from. Each watch asks for its own random timeoutSeconds in [5, 10) minutes, as the reflector does:
+after an apiserver restart every client reconnects at once, and fixed timeouts would keep those
+reconnects (and the relists some of them need) in step forever. An expired resourceVersion
+arrives as HTTP 200 and then a watch event of type ERROR whose object is a Status with code 410
+(pykube-ng's `watch()` hides it in the resource class, hence the hand-rolled GET here): we relist
+and deliver synthetic DELETED events for objects that vanished meanwhile and MODIFIED for changed
+ones. A dropped or timed-out connection resumes from the last resourceVersion, so no event is lost.
 
 The first list asks for `resourceVersion=0`, as the reflector does: the apiserver answers from its
 watch cache at once. A quorum list (no resourceVersion) waits until that cache has caught up with
@@ -15,16 +17,17 @@ etcd, and for a kind with no recent writes that takes an etcd progress notificat
 100 ms tick (apiserver >= 1.31): most of a per-test operator's start. What the cache has not seen yet
 arrives on the watch that follows. Relists after an expired watch are quorum reads, as in client-go.
 
-Bounded blocking: a read never waits longer than `watch_timeout + 10` s, and `stop()` shuts down the
-socket under a blocked read from the stopping thread so the reader returns at once. Each informer
-has its own HTTPClient (from `api_factory`): a session shared by many long-lived watches exhausts
-urllib3's connection pool.
+Bounded blocking: a read never waits longer than that watch's timeout + 10 s, and `stop()` shuts
+down the socket under a blocked read from the stopping thread so the reader returns at once. Each
+informer has its own HTTPClient (from `api_factory`): a session shared by many long-lived watches
+exhausts urllib3's connection pool.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -44,7 +47,9 @@ log = logging.getLogger(__name__)
 Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
 """Called with ("ADDED" | "MODIFIED" | "DELETED", object, the previous object or None) on the
 informer's thread; keep it quick. The previous object is what lets a handler see a change *away*
-from something (an ownerReference removed), which the new object alone cannot show."""
+from something (an ownerReference removed), which the new object alone cannot show. A handler that
+raises is logged and counted (`on_handler_error`), and the event still reaches the other handlers
+and the cache: one bad mapper must neither stop the manager nor blind the other controllers."""
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -63,10 +68,6 @@ _RETRYABLE = (requests.RequestException, urllib3.exceptions.HTTPError, OSError, 
 
 class WatchExpired(Exception):
     """The resourceVersion we hold is older than the apiserver keeps: relist."""
-
-
-class HandlerError(Exception):
-    """An event handler raised: a bug to surface (the manager stops), not a connection problem."""
 
 
 class _Stopped(Exception):
@@ -92,13 +93,16 @@ class Informer:
         label_selector: str | None = None,
         transform: Transform | None = drop_managed_fields,
         metadata_only: bool = False,
-        watch_timeout: float = 45.0,
+        watch_timeout: float | None = None,
+        min_watch_timeout: float = 300.0,
         connect_timeout: float = 5.0,
         page_size: int = 500,
         backoff_base: float = 0.2,
         backoff_max: float = 30.0,
         on_crash: Callable[[BaseException], None] | None = None,
         on_sync: Callable[[], None] | None = None,
+        on_handler_error: Callable[[str], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.kind = kind
         self.namespace = namespace if issubclass(kind, NamespacedAPIObject) else None
@@ -111,7 +115,12 @@ class Informer:
         """Cache PartialObjectMetadata only (no spec, no data): for kinds we never diff, and Secrets,
         whose contents this process has no business holding."""
         self.watch_timeout = watch_timeout
-        """Server-side timeoutSeconds of one watch; the client read timeout is this + 10 s."""
+        """Server-side timeoutSeconds of every watch; None = a random one per watch in
+        [min_watch_timeout, 2 * min_watch_timeout), as client-go's reflector picks it. The client read
+        timeout is the watch's timeout + 10 s."""
+        self.min_watch_timeout = min_watch_timeout
+        """client-go's minWatchTimeout: 5 minutes."""
+        self._rng = rng or random.Random()
         self.connect_timeout = connect_timeout
         self.page_size = page_size
         self.backoff_base = backoff_base
@@ -121,6 +130,11 @@ class Informer:
         self._api_factory = api_factory
         self._on_crash = on_crash
         self._on_sync = on_sync  # called once, after the first list's events: waiters need no poll
+        self._on_handler_error = on_handler_error  # called with the kind each time a handler raises
+        # Held while the cache changes *and* its event is delivered, and while a handler is added
+        # (with its replay of the cache) or removed: a handler added at any moment sees every object
+        # exactly as the cache moves on from the replay, none lost between the two.
+        self._dispatch = threading.RLock()
         self._lock = threading.Lock()  # guards the fields below, not the handlers' work
         # key -> latest object as compact JSON; replaced whole by a relist. Text, not dicts: a parsed
         # StatefulSet takes ~10x the memory of its JSON (every key string and small dict of its own),
@@ -136,12 +150,27 @@ class Informer:
         self._denied_since: float | None = None  # monotonic time of the first 401/403 in a row
         self.relists = 0
         """Lists done so far (1 after the initial sync); a count tests and debugging can read."""
+        self.handler_errors = 0
+        """Exceptions raised by handlers so far (each also logged and reported)."""
 
     # -- public ---------------------------------------------------------------------------------
 
-    def add_handler(self, handler: Handler) -> None:
-        """Register before start(): handlers added later miss the initial ADDED events."""
-        self.handlers.append(handler)
+    def add_handler(self, handler: Handler) -> Handler:
+        """Deliver every later event to `handler`, and at once an ADDED event for each cached object
+        (as client-go's AddEventHandler on a running informer does): a controller that starts on an
+        informer synced long ago (a standby that won the lease) still sees every object.
+        Returns the handler, for remove_handler()."""
+        with self._dispatch:
+            self.handlers.append(handler)
+            for obj in self.list():
+                self._call(handler, "ADDED", obj, None)
+        return handler
+
+    def remove_handler(self, handler: Handler) -> None:
+        """No more events to `handler` once this returns (a no-op if it is not registered)."""
+        with self._dispatch:
+            if handler in self.handlers:
+                self.handlers.remove(handler)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -293,6 +322,14 @@ class Informer:
         self._replace(items, rv)
 
     def _replace(self, items: list[dict[str, Any]], rv: str | None) -> None:
+        with self._dispatch:
+            self._replace_locked(items, rv)
+        if not self._synced.is_set():
+            self._synced.set()
+            if self._on_sync is not None:
+                self._on_sync()
+
+    def _replace_locked(self, items: list[dict[str, Any]], rv: str | None) -> None:
         new = {object_key(o): o for o in items}
         stored = {key: _encode(obj) for key, obj in new.items()}
         with self._lock:
@@ -312,23 +349,16 @@ class Informer:
                 events.append(("DELETED", last, last))
         for event_type, obj, previous in events:
             self._deliver(event_type, obj, previous)
-        if not self._synced.is_set():
-            self._synced.set()
-            if self._on_sync is not None:
-                self._on_sync()
 
     def _watch_once(self) -> bool:
         """One watch request; True when it was healthy (delivered something or lasted a while)."""
-        params = {
-            "watch": "true",
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(int(self.watch_timeout)),
-        }
+        timeout = self.next_watch_timeout()
+        params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(int(timeout))}
         if self._rv:
             params["resourceVersion"] = self._rv
         started, received = time.monotonic(), 0
         self._watch_was_healthy = False
-        response = self._request(params, read_timeout=self.watch_timeout + 10.0)
+        response = self._request(params, read_timeout=timeout + 10.0)
         try:
             if response.status_code == GONE:
                 raise WatchExpired("HTTP 410")
@@ -343,6 +373,12 @@ class Informer:
         finally:
             self._release(response)
         return received > 0 or time.monotonic() - started >= 1.0
+
+    def next_watch_timeout(self) -> float:
+        """Seconds the next watch asks the server to keep it open (timeoutSeconds)."""
+        if self.watch_timeout is not None:
+            return self.watch_timeout
+        return self.min_watch_timeout * (1.0 + self._rng.random())
 
     def _apply(self, event: dict[str, Any]) -> None:
         event_type, obj = event.get("type"), event.get("object")
@@ -366,26 +402,35 @@ class Informer:
             obj = self.transform(obj)
         key = object_key(obj)
         raw = None if event_type == "DELETED" else _encode(obj)
-        with self._lock:
-            if raw is None:
-                previous = self._store.pop(key, None)
-            else:
-                previous = self._store.get(key)
-                self._store[key] = raw
-            self._rv = resource_version(obj) or self._rv
-        self._deliver(event_type, obj, None if previous is None else _decode(previous))
+        with self._dispatch:
+            with self._lock:
+                if raw is None:
+                    previous = self._store.pop(key, None)
+                else:
+                    previous = self._store.get(key)
+                    self._store[key] = raw
+                self._rv = resource_version(obj) or self._rv
+            self._deliver(event_type, obj, None if previous is None else _decode(previous))
 
     def _deliver(self, event_type: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
-        for handler in self.handlers:
-            try:
-                handler(event_type, obj, previous)
-            except Exception as exc:
-                # Wrapped so _run cannot mistake, say, a handler's ValueError for a broken stream and
-                # resume past an event the handlers never saw.
-                name = (obj.get("metadata") or {}).get("name")
-                raise HandlerError(
-                    f"{self.kind.kind} handler failed on {event_type} {name}: {exc!r}"
-                ) from exc
+        for handler in list(self.handlers):
+            self._call(handler, event_type, obj, previous)
+
+    def _call(
+        self, handler: Handler, event_type: str, obj: dict[str, Any], previous: dict[str, Any] | None
+    ) -> None:
+        try:
+            handler(event_type, obj, previous)
+        except Exception:
+            # Caught here, not in _run: a handler's ValueError must not pass for a broken stream (the
+            # watch would resume past an event the other handlers never saw), nor stop the manager.
+            # client-go's informers crash the process here; controller-runtime's users keep asking
+            # for the opposite, and a bug in one mapper should cost that mapper's events only.
+            self.handler_errors += 1
+            name = (obj.get("metadata") or {}).get("name")
+            log.exception("%s event handler failed on %s %s", self.kind.kind, event_type, name)
+            if self._on_handler_error is not None:
+                self._on_handler_error(self.kind.kind)
 
     # -- HTTP -----------------------------------------------------------------------------------
 

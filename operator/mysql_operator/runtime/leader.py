@@ -14,7 +14,16 @@ Rules (one `try_acquire_or_renew()` step; the Manager calls it every retry_perio
   stops before any standby may start, however slow the requests (`holds_lease()` is what fences
   writes; see manager.py);
 * `release()` clears holderIdentity, so a standby takes over at its next step instead of waiting
-  out the lease.
+  out the lease;
+* `problem()` says why this candidate cannot take part in the election: the Lease API refused it
+  (401/403: a rotated token not picked up, a Role in another namespace) or has not answered for
+  `unreachable_grace`. A conflict is an answer (we lost a race). The manager's /readyz reports it:
+  a replica set of which no member can ever lead must not look healthy.
+
+The Lease's namespace (`election_namespace`), in this order: what the caller configured
+(--leader-election-namespace), $POD_NAMESPACE (the Downward API), the ServiceAccount's namespace
+file a pod gets mounted; out of a cluster there is no good guess (the RBAC Role that grants the
+Lease lives in one namespace), so it is an error that names the option, as in controller-runtime.
 """
 
 from __future__ import annotations
@@ -24,8 +33,9 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import pykube
@@ -43,8 +53,42 @@ class Lease(NamespacedAPIObject):
     kind = "Lease"
 
 
+SERVICEACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
 class LeaseConflict(Exception):
     """Someone else wrote the lease between our read and our write (HTTP 409)."""
+
+
+class NoElectionNamespace(Exception):
+    """Out of a cluster with no namespace configured for the Lease."""
+
+
+def election_namespace(
+    configured: str | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    serviceaccount_file: Path | None = None,
+) -> str:
+    """The namespace of the Lease: `configured`, else $POD_NAMESPACE, else the pod's ServiceAccount
+    namespace file; NoElectionNamespace out of a cluster (see the module doc for why no default)."""
+    if configured:
+        return configured
+    env = os.environ if environ is None else environ
+    if env.get("POD_NAMESPACE", "").strip():
+        return env["POD_NAMESPACE"].strip()
+    serviceaccount_file = serviceaccount_file or SERVICEACCOUNT_NAMESPACE
+    try:
+        namespace = serviceaccount_file.read_text().strip()
+    except OSError:
+        namespace = ""
+    if namespace:
+        return namespace
+    raise NoElectionNamespace(
+        "leader election namespace: not configured, $POD_NAMESPACE unset and no "
+        f"{serviceaccount_file} (not in a pod); set leader_election_namespace "
+        "(--leader-election-namespace) to the namespace whose Role grants the Lease"
+    )
 
 
 class LeaseStore(Protocol):
@@ -122,6 +166,7 @@ class LeaderElector:
         retry_period: float = 2.0,
         clock: Clock | None = None,
         on_change: Callable[[bool], None] | None = None,
+        unreachable_grace: float | None = None,
     ) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError(
@@ -141,6 +186,12 @@ class LeaderElector:
         self._last_renew: float | None = None
         self._observed: tuple[Any, ...] | None = None  # the last lease record (spec) we read
         self._observed_at = 0.0  # our monotonic time when that record was first seen
+        self.unreachable_grace = lease_duration if unreachable_grace is None else unreachable_grace
+        """Seconds of failed steps in a row (other than 401/403) before problem() reports them: one
+        lease duration, the time in which a healthy standby would have noticed a dead leader."""
+        self._failing_since: float | None = None  # monotonic time of the first failed step in a row
+        self._failure = ""  # what the last failed step said
+        self._denied = False  # the last failed step was a 401/403
 
     @property
     def is_leader(self) -> bool:
@@ -166,9 +217,42 @@ class LeaderElector:
         except Exception as exc:
             lost_race = isinstance(exc, LeaseConflict)
             log.log(logging.DEBUG if lost_race else logging.WARNING, "lease %s: %s", self.name, exc)
+            if lost_race:
+                self._reached()
+            else:
+                self._failed(exc)
+        else:
+            self._reached()
         # Again after the step: a renewal that succeeded too slowly has already run out.
         self._check_deadline()
         return self.is_leader
+
+    def _reached(self) -> None:
+        self._failing_since, self._failure, self._denied = None, "", False
+
+    def _failed(self, exc: Exception) -> None:
+        if self._failing_since is None:
+            self._failing_since = self._clock.monotonic()
+        code = status_code(exc)
+        self._denied = code in (401, 403)
+        self._failure = f"HTTP {code}: {exc}" if code is not None else f"{type(exc).__name__}: {exc}"
+
+    def problem(self) -> str | None:
+        """Why this candidate cannot lead nor stand by usefully right now, or None."""
+        if self._failing_since is None:
+            return None
+        failing = self._clock.monotonic() - self._failing_since
+        if self._denied:
+            return f"lease {self.namespace}/{self.name} refused (for {failing:.0f}s): {self._failure}"
+        if failing >= self.unreachable_grace:
+            return f"lease {self.namespace}/{self.name} unreachable for {failing:.0f}s: {self._failure}"
+        return None
+
+    def denied_for(self) -> float:
+        """Seconds the Lease API has answered 401/403 in a row; 0 when it does not."""
+        if not self._denied or self._failing_since is None:
+            return 0.0
+        return self._clock.monotonic() - self._failing_since
 
     def _step(self) -> None:
         sent = self._clock.monotonic()  # before any request: the term is measured from here

@@ -8,9 +8,14 @@ Lifecycle, safe to drive from any thread (the test harness runs several managers
     ...
     manager.stop()           # prompt; raises nothing; manager.errors says what crashed
 
-A *term* is one stretch of running controllers: fresh informers (list + watch), fresh queues,
-workers. Without leader election there is one term from start() to stop(). With it, a term runs
-only while the lease is held. Losing the lease either exits the process at once
+A *term* is one stretch of running controllers: fresh queues, workers. Without leader election
+there is one term from start() to stop(). With it, a term runs only while the lease is held.
+Informers (the caches) start with the manager, leader or not, and sync before it stands by
+(`warm_standby`, as controller-runtime starts its caches before leader election): a standby that
+wins the lease starts its workers on caches already current, instead of listing every kind first.
+Each term's controllers subscribe to them and get their contents replayed, so a new leader still
+reconciles every object. With warm_standby=False informers live only during a term (the old path,
+kept for comparison: benchmarks/bench_failover.py). Losing the lease either exits the process at once
 (`exit_on_lost_lease`, what `python -m mysql_operator run` does, as controller-runtime does: no
 graceful shutdown, the Deployment restarts the pod) or, in-process (tests, several managers per
 process), ends the term: its writes are fenced at that instant (`fence.py`), workers finish the
@@ -28,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import pykube
 from prometheus_client import CollectorRegistry
@@ -36,7 +42,7 @@ from .client import instrument
 from .controller import Controller, Kind
 from .fence import Fence
 from .informer import Informer
-from .leader import LeaderElector, PykubeLeaseStore, default_identity
+from .leader import LeaderElector, NoElectionNamespace, PykubeLeaseStore, default_identity, election_namespace
 from .metrics import Metrics, ProbeServer
 
 log = logging.getLogger(__name__)
@@ -50,6 +56,15 @@ class ManagerError(Exception):
     """The manager could not start, or was used out of order."""
 
 
+class Runnable(Protocol):
+    """Something that runs beside the controllers for the manager's whole life, leader or not
+    (controller-runtime's Runnable that does not need leader election), e.g. the Event sender."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+
 @dataclass
 class ManagerOptions:
     namespace: str | None = None
@@ -61,7 +76,9 @@ class ManagerOptions:
     bind_address: str = "127.0.0.1"
     """Interface of the probe/metrics server; a Deployment needs "0.0.0.0" for kubelet probes."""
     leader_elect: bool = False
-    leader_election_namespace: str = "default"
+    leader_election_namespace: str | None = None
+    """Namespace of the Lease; None = $POD_NAMESPACE, else the pod's ServiceAccount namespace, else
+    start() fails naming this option (see leader.election_namespace)."""
     leader_election_id: str = "mysql-operator-leader"
     """Name of the Lease."""
     identity: str | None = None
@@ -77,10 +94,15 @@ class ManagerOptions:
     in-process use, where the lost term's writes are fenced instead."""
     start_timeout: float = 60.0
     """Seconds start() waits for the informers' first list before it fails."""
-    watch_timeout: float = 45.0
-    """Server-side timeoutSeconds of each watch request; the client read timeout is 10 s above it."""
+    watch_timeout: float | None = None
+    """Server-side timeoutSeconds of each watch request; None = random in [5, 10) min per watch, as
+    client-go's reflector does. The client read timeout is 10 s above it."""
     denied_grace: float = 60.0
-    """Seconds of 401/403 on an informer's list/watch, without a success, after which /healthz fails."""
+    """Seconds of 401/403 on an informer's list/watch or on the Lease, without a success, after which
+    /healthz fails (and the kubelet restarts the pod, which reads its token anew). /readyz fails at
+    the first 401/403 on the Lease."""
+    warm_standby: bool = True
+    """Run and sync the informers from start(), leader or not; False = only during a term."""
 
     def __post_init__(self) -> None:
         for field in ("metrics_port", "health_port"):
@@ -135,6 +157,8 @@ class Manager:
         self._servers: list[ProbeServer] = []
         self._supervisor: threading.Thread | None = None
         self._election: threading.Thread | None = None
+        self._runnables: list[Runnable] = []
+        self._runnables_started: list[Runnable] = []
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -166,6 +190,13 @@ class Manager:
                 raise ManagerError(f"configure_informer({kind.kind}): before start()")
             self._informer_options[kind] = {"label_selector": label_selector, "metadata_only": metadata_only}
 
+    def add_runnable(self, runnable: Runnable) -> None:
+        """Start `runnable` with the manager and stop it after the last term has ended."""
+        with self._lock:
+            if self._state != "new":
+                raise ManagerError("add_runnable(): before start()")
+            self._runnables.append(runnable)
+
     @property
     def controllers(self) -> list[Controller]:
         return list(self._controllers)
@@ -178,7 +209,8 @@ class Manager:
         return self._running
 
     def informer(self, kind: Kind) -> Informer:
-        """The current term's informer (cache) of `kind`; LookupError when not running."""
+        """The running informer (cache) of `kind`: from start() on with warm_standby, else the
+        current term's; LookupError when there is none."""
         with self._lock:
             informer = self._informers.get(kind)
         if informer is None:
@@ -217,6 +249,11 @@ class Manager:
                 if self._stopping.is_set():
                     raise ManagerError("manager stopped during start()")
                 self._start_servers()
+                for runnable in self._runnables:
+                    runnable.start()
+                    self._runnables_started.append(runnable)
+                if self.options.warm_standby:
+                    self._start_informers()
                 if self.options.leader_elect:
                     self._start_election()
                 self._supervisor = threading.Thread(
@@ -249,6 +286,12 @@ class Manager:
             if self._elector is not None:
                 # Only now that no worker runs: releasing earlier would let a standby overlap with us.
                 self._elector.release()
+            self._stop_informers()
+            for runnable in self._runnables_started:
+                try:
+                    runnable.stop(self._remaining())
+                except Exception as exc:  # stop always finishes
+                    log.warning("manager: stopping %r failed: %s", runnable, exc)
             for server in self._servers:
                 server.close()
             with self._lock:
@@ -260,7 +303,18 @@ class Manager:
         return self._stopped.wait(timeout)
 
     def healthy(self) -> bool:
-        return not self.errors and not self._stopping.is_set() and not self.denied()
+        return not self.health_problems()
+
+    def health_problems(self) -> list[str]:
+        """Why /healthz fails (empty: it passes): a crash, a stop, sustained 401/403."""
+        problems = [f"crashed: {exc!r}" for exc in self.errors[:3]]
+        if self._stopping.is_set():
+            problems.append("stopping")
+        problems.extend(f"list/watch of {kind} refused (401/403)" for kind in self.denied())
+        elector = self._elector
+        if elector is not None and elector.denied_for() > self.options.denied_grace:
+            problems.append(elector.problem() or "lease refused (401/403)")
+        return problems
 
     def denied(self) -> list[str]:
         """Kinds whose list/watch has been refused (401/403) for longer than `denied_grace`."""
@@ -269,9 +323,28 @@ class Manager:
         return [k.kind for k, i in informers.items() if i.denied_for() > self.options.denied_grace]
 
     def ready(self) -> bool:
-        """Started and either reconciling or standing by for the lease."""
-        standing_by = self._elector is not None and not self._elector.is_leader
-        return self._started.is_set() and self.healthy() and (self._running or standing_by)
+        """Started, healthy, and either reconciling or standing by able to take over."""
+        return not self.readiness_problems()
+
+    def readiness_problems(self) -> list[str]:
+        """Why /readyz fails (empty: it passes). A standby is ready while it can reach the Lease
+        (reading a lease someone else holds, or losing a race for it, counts) and its caches are
+        synced; not when the Lease API refuses it or stays unreachable (leader.problem())."""
+        problems = self.health_problems()
+        if not self._started.is_set():
+            problems.append("starting")
+        elector = self._elector
+        if elector is not None:
+            lease = elector.problem()
+            if lease and lease not in problems:
+                problems.append(lease)
+        standing_by = elector is not None and not elector.is_leader
+        if not (self._running or standing_by):
+            problems.append("controllers not running")
+        with self._lock:
+            unsynced = [k.kind for k, i in self._informers.items() if not i.has_synced()]
+        problems.extend(f"cache of {kind} not synced" for kind in unsynced)
+        return problems
 
     # -- startup --------------------------------------------------------------------------------
 
@@ -279,7 +352,9 @@ class Manager:
         ports = {self.options.metrics_port, self.options.health_port} - {None}
         servers: dict[int | None, ProbeServer] = {}
         for port in sorted(p for p in ports if p is not None):
-            server = ProbeServer(self.options.bind_address, port, self.registry, self.healthy, self.ready)
+            server = ProbeServer(
+                self.options.bind_address, port, self.registry, self.health_problems, self.readiness_problems
+            )
             self._servers.append(server)
             servers[port] = server
             server.start()
@@ -290,9 +365,13 @@ class Manager:
 
     def _start_election(self) -> None:
         o = self.options
+        try:
+            namespace = election_namespace(o.leader_election_namespace)
+        except NoElectionNamespace as exc:
+            raise ManagerError(str(exc)) from None
         store = PykubeLeaseStore(
             self.new_client(),
-            o.leader_election_namespace,
+            namespace,
             o.leader_election_id,
             # A hung request must not carry the leader past its lease: deadline + timeout < duration.
             timeout=max(min(5.0, o.lease_duration - o.renew_deadline), 0.5),
@@ -300,7 +379,7 @@ class Manager:
         self._elector = LeaderElector(
             store,
             self.identity,
-            namespace=o.leader_election_namespace,
+            namespace=namespace,
             name=o.leader_election_id,
             lease_duration=o.lease_duration,
             renew_deadline=o.renew_deadline,
@@ -373,15 +452,15 @@ class Manager:
                     self._run_term()
                 elif not wanted and self._in_term:
                     self._stop_term()
-                if not wanted and self._elected_once.is_set():
-                    self._set_started()  # standing by counts as started
+                if not wanted and self._elected_once.is_set() and self._caches_synced():
+                    self._set_started()  # standing by (on warm caches) counts as started
                 self._wake.wait(0.5)
         except BaseException as exc:
             self._crash(exc)
         finally:
             self._stop_term()
 
-    def _run_term(self) -> None:
+    def _new_informers(self) -> dict[Kind, Informer]:
         informers: dict[Kind, Informer] = {}
         for controller in self._controllers:
             for kind in controller.kinds:
@@ -393,15 +472,46 @@ class Manager:
                         watch_timeout=self.options.watch_timeout,
                         on_crash=self._crash,
                         on_sync=self._wake.set,
+                        on_handler_error=self._handler_failed,
                         **self._informer_options.get(kind, {}),  # type: ignore[arg-type]
                     )
+        return informers
+
+    def _handler_failed(self, kind: str) -> None:
+        self.metrics.handler_errors_total.labels(kind=kind).inc()
+
+    def _start_informers(self) -> None:
+        """The warm standby's caches: started once, kept across terms, stopped by stop()."""
+        informers = self._new_informers()
         with self._lock:
             self._informers = informers
-            self._in_term = True
-        for controller in self._controllers:
-            controller.setup(informers, metrics=self.metrics, on_crash=self._crash)
         for informer in informers.values():
             informer.start()
+
+    def _stop_informers(self) -> None:
+        with self._lock:
+            informers, self._informers = self._informers, {}
+        for informer in informers.values():
+            informer.request_stop()  # signal every informer first, so their reads end in parallel
+        for informer in informers.values():
+            informer.stop(timeout=max(self._remaining(), 0.1))
+
+    def _caches_synced(self) -> bool:
+        with self._lock:
+            return all(i.has_synced() for i in self._informers.values())
+
+    def _run_term(self) -> None:
+        if self.options.warm_standby:
+            with self._lock:
+                informers = dict(self._informers)
+                self._in_term = True
+        else:
+            informers = self._new_informers()
+            with self._lock:
+                self._informers = informers
+                self._in_term = True
+            for informer in informers.values():
+                informer.start()
         # Workers wait for a full cache, as in controller-runtime: a reconciler reading the cache
         # must not mistake "not listed yet" for "does not exist". Each informer's sync, a stop and
         # a change of leadership set _wake; the re-set below hands on a wake-up this loop consumed.
@@ -415,9 +525,15 @@ class Manager:
                 self._wake.wait(1.0)
         finally:
             self._wake.set()
+        for controller in self._controllers:
+            controller.setup(informers, metrics=self.metrics, on_crash=self._crash, subscribe=False)
         term = self.fence.open()
         for controller in self._controllers:
             controller.start(term)
+        # Subscribed only now, workers running: each synced informer replays its cache to the new
+        # subscription, and the first keys are reconciled while the rest are still being replayed.
+        for controller in self._controllers:
+            controller.subscribe(informers)
         self._running = True
         self._set_started()
         log.info(
@@ -428,10 +544,13 @@ class Manager:
         )
 
     def _stop_term(self) -> None:
+        warm = self.options.warm_standby
         with self._lock:
             if not self._in_term:
                 return
-            informers, self._informers = self._informers, {}
+            informers = {} if warm else self._informers
+            if not warm:
+                self._informers = {}
             self._in_term = self._running = False
         timeout = self._remaining() if self._stopping.is_set() else 10.0
         for informer in informers.values():
@@ -440,6 +559,7 @@ class Manager:
             informer.stop(timeout=max(timeout, 0.1))
         for controller in self._controllers:
             controller.stop(timeout=self._remaining() if self._stopping.is_set() else 10.0)
+            controller.teardown()
         # Workers still reconciling after the timeout keep running, but can no longer write: only
         # now may the lease be released (stop()) or another term begin.
         self.fence.close()

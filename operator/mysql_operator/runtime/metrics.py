@@ -10,7 +10,7 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
@@ -59,6 +59,20 @@ class Metrics:
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller (conflicts included).",
             ["controller"],
+            registry=r,
+        )
+        self.reconcile_panics_total = Counter(
+            "controller_runtime_reconcile_panics",
+            "Total number of reconciliation panics per controller: reconciles that raised something "
+            "other than an API or connection error (a bug); each is logged, requeued, never fatal.",
+            ["controller"],
+            registry=r,
+        )
+        self.handler_errors_total = Counter(
+            "informer_event_handler_errors",
+            "Exceptions raised by informer event handlers per kind, each logged and skipped "
+            "(this runtime's addition).",
+            ["kind"],
             registry=r,
         )
         self.reconcile_duration_seconds = Histogram(
@@ -137,16 +151,24 @@ class Metrics:
         )
 
 
+Check = Callable[[], "bool | Sequence[str]"]
+"""A probe: True/False, or the problems found (none = passing), which the reply lists."""
+
+
 class ProbeServer:
-    """Serves /metrics, /healthz and /readyz on one port (0 = any free port) in a daemon thread."""
+    """Serves /metrics, /healthz and /readyz on one port (0 = any free port) in a daemon thread.
+
+    A failing probe answers 503 with one `[-] problem` line per problem, so `kubectl describe pod`
+    (the kubelet quotes the body) and a curl say *why* a replica is not ready.
+    """
 
     def __init__(
         self,
         host: str,
         port: int,
         registry: CollectorRegistry,
-        healthy: Callable[[], bool],
-        ready: Callable[[], bool],
+        healthy: Check,
+        ready: Check,
     ) -> None:
         handler = _handler_class(registry, healthy, ready)
         self._server = ThreadingHTTPServer((host, port), handler)
@@ -175,9 +197,7 @@ class ProbeServer:
         self._thread.join(timeout=2.0)
 
 
-def _handler_class(
-    registry: CollectorRegistry, healthy: Callable[[], bool], ready: Callable[[], bool]
-) -> type[BaseHTTPRequestHandler]:
+def _handler_class(registry: CollectorRegistry, healthy: Check, ready: Check) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
@@ -190,8 +210,11 @@ def _handler_class(
             else:
                 self._reply(404, b"not found\n", "text/plain")
 
-        def _probe(self, ok: bool) -> None:
-            self._reply(200 if ok else 503, b"ok\n" if ok else b"not ok\n", "text/plain")
+        def _probe(self, result: bool | Sequence[str]) -> None:
+            problems = [] if isinstance(result, bool) else list(result)
+            ok = result if isinstance(result, bool) else not problems
+            body = "ok\n" if ok else "not ok\n" + "".join(f"[-] {p}\n" for p in problems)
+            self._reply(200 if ok else 503, body.encode(), "text/plain; charset=utf-8")
 
         def _reply(self, code: int, body: bytes, content_type: str) -> None:
             self.send_response(code)

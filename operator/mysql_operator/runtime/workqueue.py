@@ -8,7 +8,9 @@ Contract (the same as client-go's workqueue.RateLimitingInterface):
 * `get()` hands out a key and marks it processing; every `get` must be paired with `done(key)`.
 * `add_after(key, delay)` queues the key once the delay has passed; of several pending delays for
   one key the earliest wins.
-* `add_rate_limited(key)` = `add_after(key, backoff)` where backoff doubles per call for that key.
+* `add_rate_limited(key)` = `add_after(key, backoff)` where backoff doubles per call for that key,
+  and, with a `bucket` (ratelimit.py), is at least the wait for a token of the bucket all keys share
+  (client-go's MaxOfRateLimiter over the per-item and the bucket limiter).
   Footgun: `forget(key)` must follow every success, or the key keeps its backoff (and the failure
   map grows with every key that ever failed).
 * `shutdown()` wakes every blocked getter; afterwards `get` returns None at once and adds are
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .clock import SYSTEM_CLOCK, Clock
+from .ratelimit import TokenBucket
 from .types import Key
 
 
@@ -53,6 +56,7 @@ class WorkQueue:
         max_delay: float = 300.0,
         clock: Clock | None = None,
         hooks: QueueHooks | None = None,
+        bucket: TokenBucket | None = None,
     ) -> None:
         self.name = name
         self._hooks = hooks or QueueHooks()
@@ -61,6 +65,8 @@ class WorkQueue:
         self.max_delay = max_delay
         """Upper bound of the per-key backoff, in seconds."""
         self._clock = clock or SYSTEM_CLOCK
+        self.bucket = bucket
+        """Overall limit of rate-limited requeues across keys; None = per-key backoff only."""
         self._cond = threading.Condition()
         self._queue: deque[Key] = deque()  # each key here is also in _dirty and not in _processing
         self._dirty: set[Key] = set()  # keys that need processing: queued, or re-added while processing
@@ -115,7 +121,9 @@ class WorkQueue:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
         self._hooks.retried()
-        delay = max(self.backoff_for(failures), not_before)
+        # Every rate-limited add takes a token, even one whose own backoff is longer (as MaxOf does).
+        shared = self.bucket.reserve() if self.bucket is not None else 0.0
+        delay = max(self.backoff_for(failures), shared, not_before)
         self.add_after(key, delay)
         return delay
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from envtest import eventually
 from envtest.faults import WRITE_VERBS
 
-GROUP_VERSION = "db.example.com/v1beta1"
+GROUP_VERSION = "db.example.com/v1"
 CHILDREN = {
     "statefulsets": ("apis/apps/v1", ("{}-mysql",)),
     "services": ("api/v1", ("{}-headless", "{}-primary")),

@@ -1,25 +1,30 @@
 // mysqlstandin: a MySQL stand-in for offline kind clusters, one static binary called as mysqld,
 // mysqladmin, mysqldump or mysql (by argv[0]). It is not a database: it does what the reference
-// operator's pods ask of the real image, so real pods, probes, volumes, replicas and backup Jobs run
-// without a registry.
+// operator's pods ask of the real image, so real pods, probes, the replication sidecar, volumes,
+// replicas and backup Jobs run without a registry.
 //
 //   - mysqld: as the image's entrypoint does, initialises the datadir on first start (files an archive
 //     of the volume must contain) and then runs /docker-entrypoint-initdb.d/*.sh (sourced by sh with a
-//     `docker_process_sql` function that pipes SQL to `mysql`) and *.sql; a failing script stops it,
-//     as `set -e` in the entrypoint does. Reads server-id from /etc/mysql/conf.d/*.cnf. Listens on
-//     :3306 but answers PING only once initialised (the real image keeps networking off until then).
+//     `docker_process_sql` function that pipes SQL to `mysql` over the local socket) and *.sql; a
+//     failing script stops it, as `set -e` in the entrypoint does. Reads server-id, read-only and
+//     super-read-only from /etc/mysql/conf.d/*.cnf, again after the init scripts (the real server
+//     starts anew after its init phase). Listens on :3306 but answers over TCP only once initialised
+//     (the real image keeps networking off until then; only the init scripts' socket calls work).
 //     On SIGTERM/SIGINT records a clean shutdown in the datadir and exits 0 (the final backup relies
 //     on a cleanly stopped server).
-//   - mysql [-h HOST] [-P PORT] [-e SQL]: SQL from -e or stdin to the server; it understands
-//     CHANGE REPLICATION SOURCE TO (SOURCE_HOST, SOURCE_PORT), START/STOP REPLICA, SET [PERSIST]
-//     var = value (persisted ones survive restarts, as mysqld-auto.cnf does), SELECT @@var and
-//     SHOW REPLICA STATUS; any other statement is accepted and ignored. A started replica connects to
-//     its source and logs whether it reaches it: the evidence that replica wiring (DNS, ports, the
-//     init step) works on a real cluster.
+//   - mysql [-h HOST] [-P PORT] [-S SOCKET] [-e SQL]: SQL from -e or stdin to the server; it
+//     understands CHANGE REPLICATION SOURCE TO (SOURCE_HOST, SOURCE_PORT) and CHANGE MASTER TO
+//     (MASTER_HOST, MASTER_PORT), START/STOP REPLICA|SLAVE, SET [PERSIST] var = value (persisted ones
+//     survive restarts, as mysqld-auto.cnf does), SELECT @@var, SELECT <number>, and SHOW REPLICA
+//     STATUS (Replica_*/Source_* names) or SHOW SLAVE STATUS (Slave_*/Master_*, as MariaDB prints
+//     it); any other statement (CREATE USER, GRANT, ...) is accepted and ignored. A started replica
+//     connects to its source and logs whether it reaches it: the evidence that replica wiring (DNS,
+//     ports, the sidecar) works on a real cluster.
 //   - mysqladmin ping [-h HOST] [-P PORT]: exit 0 and "mysqld is alive" when the server answers.
 //   - mysqldump [-h HOST] [-P PORT] ...: the server's SQL dump on stdout.
 //
-// Other flags (-u, --all-databases, ...) are accepted and ignored; the password is never checked.
+// The port defaults to $MYSQL_TCP_PORT, then 3306, as the real clients' does. Other flags (-u, -N,
+// --all-databases, ...) are accepted and ignored; the password is never checked.
 package main
 
 import (
@@ -94,7 +99,8 @@ const (
 func mysqld(datadir, port string) int {
 	host, _ := os.Hostname()
 	s := &server{datadir: datadir, host: host, vars: map[string]string{}, ioState: "No"}
-	s.vars["server_id"] = serverID(env("MYSQL_CONF_DIR", "/etc/mysql/conf.d"))
+	confDir := env("MYSQL_CONF_DIR", "/etc/mysql/conf.d")
+	s.loadConfig(confDir)
 	logf("%s starting, server-id %s", version, s.vars["server_id"])
 	fresh, err := initDatadir(datadir)
 	if err != nil {
@@ -113,6 +119,12 @@ func mysqld(datadir, port string) int {
 			logf("init script failed: %v", err)
 			return 1
 		}
+		// The real image stops its init server and starts the real one: the config is read anew
+		// (an init script may have added to it), then what was persisted.
+		s.mu.Lock()
+		s.loadConfig(confDir)
+		s.loadPersistedVars()
+		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	s.ready = true
@@ -131,11 +143,13 @@ func mysqld(datadir, port string) int {
 	return 0
 }
 
-var serverIDLine = regexp.MustCompile(`(?m)^\s*server[-_]id\s*=\s*(\d+)`)
+var configLine = regexp.MustCompile(`(?m)^\s*(server[-_]id|read[-_]only|super[-_]read[-_]only)\s*=\s*(\w+)\s*$`)
 
-// serverID is the last server-id in the config dir's *.cnf files (the real server's default is 1).
-func serverID(confDir string) string {
-	id := "1"
+// loadConfig sets server_id, read_only and super_read_only from the config dir's *.cnf files, the
+// last setting winning (the real server's defaults: 1, OFF, OFF). super_read_only implies read_only,
+// as on the real server. Called before serving or with s.mu held.
+func (s *server) loadConfig(confDir string) {
+	s.vars["server_id"] = "1"
 	files, _ := filepath.Glob(filepath.Join(confDir, "*.cnf"))
 	sort.Strings(files)
 	for _, f := range files {
@@ -143,11 +157,23 @@ func serverID(confDir string) string {
 		if err != nil {
 			continue
 		}
-		for _, m := range serverIDLine.FindAllStringSubmatch(string(body), -1) {
-			id = m[1]
+		for _, m := range configLine.FindAllStringSubmatch(string(body), -1) {
+			s.vars[strings.ReplaceAll(strings.ToLower(m[1]), "-", "_")] = onOff(m[2])
 		}
 	}
-	return id
+	if s.vars["super_read_only"] == "ON" {
+		s.vars["read_only"] = "ON"
+	}
+}
+
+func onOff(value string) string {
+	switch strings.ToUpper(value) {
+	case "1", "ON", "TRUE":
+		return "ON"
+	case "0", "OFF", "FALSE":
+		return "OFF"
+	}
+	return value
 }
 
 // initDatadir writes what an initialised datadir holds, once (true then): a restart keeps the data.
@@ -183,7 +209,7 @@ func runInitScripts(dir, port string) error {
 	}
 	self, _ := os.Executable()
 	// The entrypoint's helper, pointed at this server (the real one uses the init server's socket).
-	helper := fmt.Sprintf(`docker_process_sql() { %q mysql -h 127.0.0.1 -P %s -u root "$@"; }`, self, port)
+	helper := fmt.Sprintf(`docker_process_sql() { %q mysql -h 127.0.0.1 -P %s -S init.sock -u root "$@"; }`, self, port)
 	for _, e := range entries { // ReadDir sorts by name, as the entrypoint's glob does
 		path := filepath.Join(dir, e.Name())
 		var cmd *exec.Cmd
@@ -221,19 +247,23 @@ func (s *server) variable(name string) string {
 }
 
 func (s *server) loadPersisted() {
-	if body, err := os.ReadFile(filepath.Join(s.datadir, persistFile)); err == nil {
-		for _, line := range strings.Split(string(body), "\n") {
-			if k, v, ok := strings.Cut(line, "="); ok {
-				s.vars[k] = v
-			}
-		}
-	}
+	s.loadPersistedVars()
 	if body, err := os.ReadFile(filepath.Join(s.datadir, replicaFile)); err == nil {
 		fields := strings.Fields(string(body))
 		if len(fields) == 2 {
 			s.source = fields[0]
 			if fields[1] == "started" {
 				s.startReplica()
+			}
+		}
+	}
+}
+
+func (s *server) loadPersistedVars() {
+	if body, err := os.ReadFile(filepath.Join(s.datadir, persistFile)); err == nil {
+		for _, line := range strings.Split(string(body), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				s.vars[k] = v
 			}
 		}
 	}
@@ -336,7 +366,9 @@ func (s *server) handle(c net.Conn) {
 		for _, e := range entries {
 			fmt.Fprintf(c, "-- datadir entry: %s\n", e.Name())
 		}
-	case cmd == "SQL":
+	case cmd == "SQL" && !ready: // networking is off during the init phase: only the socket answers
+		fmt.Fprintln(c, "ERR 2003 (HY000): Can't connect to MySQL server (initializing)")
+	case cmd == "SQL", cmd == "SOCKET-SQL":
 		body, _ := io.ReadAll(r)
 		out, err := s.execute(string(body))
 		if err != nil {
@@ -350,10 +382,11 @@ func (s *server) handle(c net.Conn) {
 }
 
 var (
-	sourceHost = regexp.MustCompile(`(?i)\bSOURCE_HOST\s*=\s*'([^']*)'`)
-	sourcePort = regexp.MustCompile(`(?i)\bSOURCE_PORT\s*=\s*(\d+)`)
-	setVar     = regexp.MustCompile(`(?i)^SET\s+(PERSIST\s+|GLOBAL\s+)?@*(\w+)\s*=\s*'?(\w+)'?$`)
-	selectVar  = regexp.MustCompile(`(?i)^SELECT\s+@@(?:GLOBAL\.)?(\w+)$`)
+	sourceHost   = regexp.MustCompile(`(?i)\b(?:SOURCE|MASTER)_HOST\s*=\s*'([^']*)'`)
+	sourcePort   = regexp.MustCompile(`(?i)\b(?:SOURCE|MASTER)_PORT\s*=\s*(\d+)`)
+	setVar       = regexp.MustCompile(`(?i)^SET\s+(PERSIST\s+|GLOBAL\s+)?@*(\w+)\s*=\s*'?(\w+)'?$`)
+	selectVar    = regexp.MustCompile(`(?i)^SELECT\s+@@(?:GLOBAL\.)?(\w+)$`)
+	selectNumber = regexp.MustCompile(`^SELECT\s+(\d+)$`)
 )
 
 // execute runs the statements of one client call; the output is what `mysql` prints.
@@ -369,7 +402,7 @@ func (s *server) execute(sql string) (string, error) {
 		case strings.HasPrefix(upper, "CHANGE REPLICATION SOURCE TO"), strings.HasPrefix(upper, "CHANGE MASTER TO"):
 			m := sourceHost.FindStringSubmatch(stmt)
 			if m == nil || m[1] == "" {
-				return "", fmt.Errorf("CHANGE REPLICATION SOURCE TO without SOURCE_HOST: %s", stmt)
+				return "", fmt.Errorf("CHANGE REPLICATION SOURCE|MASTER TO without SOURCE_HOST|MASTER_HOST: %s", stmt)
 			}
 			port := "3306"
 			if p := sourcePort.FindStringSubmatch(stmt); p != nil {
@@ -405,8 +438,13 @@ func (s *server) execute(sql string) (string, error) {
 				if s.stopRepl != nil {
 					sqlRunning = "Yes"
 				}
-				fmt.Fprintf(&out, "Source_Host: %s\nSource_Port: %s\nReplica_IO_Running: %s\n", host, port, s.ioState)
-				fmt.Fprintf(&out, "Replica_SQL_Running: %s\nAuto_Position: 1\n", sqlRunning)
+				replica, source := "Replica", "Source" // MySQL's names; MariaDB keeps the old ones
+				if strings.HasPrefix(upper, "SHOW SLAVE") {
+					replica, source = "Slave", "Master"
+				}
+				fmt.Fprintf(&out, "%s_Host: %s\n%s_Port: %s\n", source, host, source, port)
+				fmt.Fprintf(&out, "%s_IO_Running: %s\n%s_SQL_Running: %s\n", replica, s.ioState, replica, sqlRunning)
+				fmt.Fprintf(&out, "Auto_Position: 1\n")
 			}
 		default:
 			if m := setVar.FindStringSubmatch(stmt); m != nil {
@@ -421,6 +459,8 @@ func (s *server) execute(sql string) (string, error) {
 					}
 					logf("persisted %s=%s", name, value)
 				}
+			} else if m := selectNumber.FindStringSubmatch(stmt); m != nil {
+				fmt.Fprintf(&out, "%s\n", m[1])
 			} else if m := selectVar.FindStringSubmatch(stmt); m != nil {
 				v, ok := s.vars[strings.ToLower(m[1])]
 				if !ok {
@@ -436,9 +476,10 @@ func (s *server) execute(sql string) (string, error) {
 
 // -- the clients ---------------------------------------------------------------------------------
 
-// target reads -h/--host and -P/--port; the SQL of -e/--execute when asked for.
-func target(args []string) (host, port, execute string) {
-	host, port = "localhost", "3306"
+// target reads -h/--host, -P/--port and -S/--socket (a socket: the local server, during its init
+// phase too); the SQL of -e/--execute when asked for.
+func target(args []string) (host, port, execute string, socket bool) {
+	host, port = "localhost", env("MYSQL_TCP_PORT", "3306")
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		next := func() string {
@@ -465,15 +506,20 @@ func target(args []string) (host, port, execute string) {
 			execute = next()
 		case strings.HasPrefix(a, "--execute="):
 			execute = strings.TrimPrefix(a, "--execute=")
+		case a == "-S" || a == "--socket":
+			next()
+			socket = true
+		case strings.HasPrefix(a, "--socket="):
+			socket = true
 		case a == "-u" || a == "--user":
 			next()
 		}
 	}
-	return host, port, execute
+	return host, port, execute, socket
 }
 
 func mysqlClient(args []string) int {
-	_, _, sql := target(args)
+	_, _, sql, socket := target(args)
 	if sql == "" {
 		body, err := io.ReadAll(os.Stdin)
 		if err != nil {
@@ -482,12 +528,16 @@ func mysqlClient(args []string) int {
 		}
 		sql = string(body)
 	}
-	return client(args, "SQL", []byte(sql), os.Stdout)
+	cmd := "SQL"
+	if socket {
+		cmd = "SOCKET-SQL"
+	}
+	return client(args, cmd, []byte(sql), os.Stdout)
 }
 
 // client sends one command (and a body, for SQL) to the server and copies the answer.
 func client(args []string, cmd string, body []byte, out *os.File) int {
-	host, port, _ := target(args)
+	host, port, _, _ := target(args)
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), 5*time.Second)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "error: 'Can't connect to MySQL server on '%s:%s' (%v)'\n", host, port, err)
@@ -512,7 +562,7 @@ func client(args []string, cmd string, body []byte, out *os.File) int {
 		}
 		fmt.Fprintln(out, "mysqld is alive")
 		return 0
-	case "SQL":
+	case "SQL", "SOCKET-SQL":
 		line, _ := reply.ReadString('\n')
 		if status := strings.TrimSpace(line); status != "OK" {
 			fmt.Fprintf(os.Stderr, "ERROR: %s\n", strings.TrimPrefix(status, "ERR "))

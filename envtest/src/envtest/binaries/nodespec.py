@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from envtest.pins import PINNED, Versions
+from envtest.errors import ConfigError
+from envtest.pins import PINNED, SUPPORTED, Versions, for_minor
 
 REPOSITORY = "envtest.local/kind-node"
 """Never a registry: `envtest.local` cannot resolve, so nothing ever tries to pull these."""
@@ -44,12 +46,37 @@ def data_dir() -> Path:
 
 @dataclass(frozen=True)
 class NodeImageSpec:
+    """The newest minor's recipe by default; `for_version` gives another minor's."""
+
     versions: Versions = PINNED
     kubernetes: str = PINNED.kubernetes
     busybox: str = "1.35.0"
     """Debian bookworm's busybox-static; the build checks the binary says this version."""
+    pause: str = SUPPORTED[-1].pause
+    """kubeadm's pause tag for ``kubernetes`` (hashed through containerd's config, which names it)."""
     extra: dict[str, str] = field(default_factory=dict)
     """Anything else that should change the tag (e.g. a mirror override)."""
+
+    @classmethod
+    def for_version(cls, version: str | None = None) -> NodeImageSpec:
+        """The recipe of the minor ``version`` (``1.36``, ``1.36.2``, …; None: the newest) at that
+        minor's pinned patch, with its etcd, CoreDNS, pause and crictl (envtest.pins.MinorPins).
+        The newest minor's equals the default recipe, so its tag does not move."""
+        pins = SUPPORTED[-1] if version is None else for_minor(version)
+        if pins is None:
+            supported = ", ".join(p.minor for p in SUPPORTED)
+            raise ConfigError(
+                f"no offline kind node image for Kubernetes {version}: supported minors {supported}"
+            )
+        versions = replace(
+            PINNED,
+            kubernetes=pins.kubernetes,
+            etcd=pins.etcd,
+            kind_node_image=pins.kind_node_image,
+            coredns=pins.coredns,
+            cri_tools=pins.cri_tools,
+        )
+        return cls(versions=versions, kubernetes=pins.kubernetes, pause=pins.pause)
 
     # -- names ------------------------------------------------------------------------------------
 
@@ -74,9 +101,9 @@ class NodeImageSpec:
         return f"{REPOSITORY}:v{self.kubernetes}-{self.content_hash()}"
 
     def sandbox_image(self) -> str:
-        """The pause image kubeadm v1.37 lists, set in containerd's config (checked against
-        `kubeadm config images list` at build time)."""
-        return "registry.k8s.io/pause:3.10.2"
+        """The pause image kubeadm lists for ``kubernetes``, set in containerd's config (checked
+        against `kubeadm config images list` at build time)."""
+        return f"registry.k8s.io/pause:{self.pause}"
 
     # -- content hash ------------------------------------------------------------------------------
 
@@ -150,6 +177,15 @@ def go_sources() -> dict[str, str]:
 
 def is_offline_image(image: str) -> bool:
     return image.startswith(REPOSITORY + ":")
+
+
+_OFFLINE_TAG = re.compile(r":v(\d+\.\d+\.\d+)-[0-9a-f]+$")
+
+
+def offline_image_version(image: str) -> str | None:
+    """``envtest.local/kind-node:v1.36.4-<hash>`` → ``1.36.4``; None for any other image."""
+    m = _OFFLINE_TAG.search(image) if is_offline_image(image) else None
+    return m.group(1) if m else None
 
 
 # -- image recipes -------------------------------------------------------------------------------

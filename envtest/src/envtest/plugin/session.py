@@ -150,6 +150,7 @@ class ClusterSession:
                     image=s.kind_image,
                     kubeconfig=s.kubeconfig,
                     progress=self._progress,
+                    version=s.version,
                 )
                 if cluster.created and self.is_xdist_worker:  # for the controller's finish()
                     (base_temp(self.config) / KIND_CREATED).write_text(str(cluster.kind_path))

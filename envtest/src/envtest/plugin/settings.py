@@ -40,8 +40,8 @@ OPTIONS = (
     ),
     _Opt(
         "k8s-version",
-        "Kubernetes version of the local control plane: 1.36, 1.36.x, ~1.36.2, 1.36.2, latest or "
-        "latest-on-disk (default: ENVTEST_K8S_VERSION, else latest)",
+        "Kubernetes version of the local control plane (kind: the node image's minor): 1.36, 1.36.x, "
+        "~1.36.2, 1.36.2, latest or latest-on-disk (default: ENVTEST_K8S_VERSION, else latest)",
     ),
     _Opt(
         "components",

@@ -18,10 +18,14 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser(
+    build = sub.add_parser(
         "build", help="set up the host, build the offline node image (cached by content); print its tag"
     )
-    sub.add_parser("tag", help="print the offline image's tag without building")
+    tag = sub.add_parser("tag", help="print the offline image's tag without building")
+    for p in (build, tag):
+        p.add_argument(
+            "--k8s-version", help="its Kubernetes minor (default: ENVTEST_K8S_VERSION, else the newest)"
+        )
     host = sub.add_parser("host", help="the same as `envtest kind host-setup`")
     host.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
     pyb = sub.add_parser("pybase", help="a python3 base image for offline docker builds (see pybase.py)")
@@ -29,10 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         "project", type=Path, help="directory with the pyproject.toml whose dependencies it carries"
     )
     args = parser.parse_args(argv)
-    if args.action == "build":
-        print(nodeimage.build())
-    elif args.action == "tag":
-        print(NodeImageSpec().tag())
+    if args.action in ("build", "tag"):
+        from envtest.binaries import k8s_version
+
+        spec = NodeImageSpec.for_version(k8s_version(args.k8s_version, source="--k8s-version"))
+        print(nodeimage.build(spec) if args.action == "build" else spec.tag())
     elif args.action == "pybase":
         from envtest.binaries.nodeimage import pybase
 

@@ -1,0 +1,169 @@
+"""Data and credentials on a real apiserver: a deleted credentials Secret is not regenerated over kept
+data, fields fixed at creation stay out of applies (and an earlier apply's ownership of them moves),
+a storage change that got past the CRD is reported instead of retried, and deletes carry the uid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mysqlkit import RETAINED, MySQLClusters, controller_ref, sample, writes
+from pykube.exceptions import HTTPError
+
+from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
+from envtest.clusters import Cluster
+from envtest.plugin.context import TestContext
+from mysql_operator import resources
+from mysql_operator.api import FIELD_MANAGER
+from mysql_operator.client import KubeClient, delete_exactly
+from mysql_operator.kinds import Secret
+
+MINIMAL = sample("mysqlcluster_minimal.yaml")
+FIXED = ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")
+
+
+def degraded_with(mysql: MySQLClusters, reason: str) -> dict[str, Any]:
+    found = condition(mysql.must_get("sample"), "Degraded")
+    assert_matches(found, {"status": "True", "reason": reason})
+    return found  # type: ignore[no-any-return]
+
+
+def test_a_deleted_secret_over_kept_data_is_reported_and_not_regenerated_until_restored(
+    mysql: MySQLClusters, operator: OperatorRunner
+) -> None:
+    mysql.create(MINIMAL)
+    mysql.wait_running("sample")
+    secret = mysql.child("secret", "sample")
+    assert secret is not None
+    assert mysql.api.delete(mysql.child_path("secret", "sample")) == 200
+
+    def reported() -> None:
+        message = degraded_with(mysql, "CredentialsMissing")["message"]
+        assert "sample-credentials" in message and RETAINED in message, message
+        warnings = [e for e in mysql.events("sample") if e["reason"] == "CredentialsMissing"]
+        assert warnings and warnings[0]["type"] == "Warning", [e["reason"] for e in mysql.events("sample")]
+
+    eventually(reported, timeout=mysql.timeouts(30), description="CredentialsMissing in status and an Event")
+
+    def no_new_password() -> None:
+        assert mysql.child("secret", "sample") is None, "a new password was generated over kept data"
+
+    consistently(no_new_password, duration=mysql.timeouts(3.0), interval=0.5)
+
+    # The documented recovery: put the Secret back as it was (data, labels, annotation).
+    meta = secret["metadata"]
+    restored = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {k: meta[k] for k in ("name", "labels", "annotations")},
+        "type": secret["type"],
+        "data": secret["data"],
+    }
+    mysql.api.create(mysql.child_path("secret", "sample").rsplit("/", 1)[0], restored)  # same path
+
+    def recovered() -> None:
+        assert_matches(condition(mysql.must_get("sample"), "Degraded"), {"status": "False"})
+
+    eventually(recovered, timeout=mysql.timeouts(90), description="Degraded cleared once restored")
+    kept = mysql.child("secret", "sample")
+    assert kept is not None and kept["data"] == secret["data"], "the restored password is used as it is"
+
+
+def test_a_storage_change_over_an_adopted_statefulset_is_reported_not_retried(
+    mysql: MySQLClusters, operator: OperatorRunner
+) -> None:
+    mysql.create(MINIMAL)
+    mysql.wait_running("sample")
+    deleting = mysql.api.session.delete(
+        mysql.api.url(mysql.path("sample")), json={"propagationPolicy": "Orphan"}, timeout=mysql.timeouts(10)
+    )
+    assert deleting.status_code == 200, deleting.text[:300]
+    mysql.wait_gone("sample", timeout=mysql.timeouts(60))
+
+    # A new cluster of the name, asking for other storage: the CRD's immutability rule cannot see it.
+    bigger = {**MINIMAL, "spec": {**MINIMAL["spec"], "storage": {"size": "2Gi"}, "replicas": 2}}
+    uid = mysql.create(bigger)["metadata"]["uid"]
+
+    def adopted_and_reported() -> None:
+        sts = mysql.child("statefulset", "sample")
+        assert sts is not None and (controller_ref(sts) or {}).get("uid") == uid, "not adopted yet"
+        assert sts["spec"]["replicas"] == 2, "the rest of the spec converges"
+        claim = sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]
+        assert claim["storage"] == "1Gi"
+        message = degraded_with(mysql, "StorageImmutable")["message"]
+        assert "spec.storage" in message and "1Gi" in message, message
+
+    eventually(adopted_and_reported, timeout=mysql.timeouts(60))
+    mysql.wait_running("sample")  # both replicas up: the data is safe, only the change is refused
+    degraded_with(mysql, "StorageImmutable")
+    before = writes(operator.operator)
+
+    def quiet() -> None:
+        assert writes(operator.operator) == before, "the operator keeps writing: a 422 loop"
+
+    consistently(quiet, duration=mysql.timeouts(4.0), interval=0.5)
+
+
+def test_fixed_fields_an_earlier_apply_owned_survive_applies_without_them(
+    mysql: MySQLClusters,
+    operator: OperatorRunner,
+    envtest_context: TestContext,
+    cluster: Cluster,
+    envtest_operator_factory: Any,
+) -> None:
+    operator.stop()
+    cr = mysql.create(MINIMAL)
+    # What the operator wrote before it left fixed fields out: its Secret, and a StatefulSet with
+    # every field in its Apply entry.
+    secrets = mysql.child_path("secret", "sample").rsplit("/", 1)[0]
+    mysql.api.create(secrets, resources.credentials_secret(cr))
+    old = resources.statefulset(cr)
+    path = mysql.child_path("statefulset", "sample")
+    applied = mysql.api.session.patch(
+        mysql.api.url(path),
+        params={"fieldManager": FIELD_MANAGER, "force": "true"},
+        json=old,
+        headers={"Content-Type": "application/apply-patch+yaml"},
+        timeout=mysql.timeouts(10),
+    )
+    assert applied.status_code == 201, applied.text[:300]
+
+    successor = envtest_context.start_operator(cluster, mysql.namespace, envtest_operator_factory)
+    try:
+        mysql.wait_running("sample")
+        mysql.patch("sample", {"spec": {"replicas": 2}})
+
+        def scaled_with_fixed_fields_kept() -> None:
+            sts = mysql.child("statefulset", "sample")
+            assert sts is not None and sts["spec"]["replicas"] == 2
+            assert_matches(sts["spec"], {f: old["spec"][f] for f in FIXED if f in old["spec"]})
+            entries = {
+                e["operation"]: e["fieldsV1"]
+                for e in sts["metadata"]["managedFields"]
+                if e["manager"] == FIELD_MANAGER and not e.get("subresource")
+            }
+            assert "f:selector" in entries.get("Update", {}).get("f:spec", {}), entries.keys()
+            assert "f:selector" not in entries["Apply"]["f:spec"], "the Apply entry still owns the selector"
+
+        eventually(scaled_with_fixed_fields_kept, timeout=mysql.timeouts(30))
+    finally:
+        envtest_context.stop_operator(cluster, successor)
+
+
+@pytest.mark.envtest_local
+def test_the_apiserver_refuses_a_delete_whose_uid_is_stale(mysql: MySQLClusters, cluster: Cluster) -> None:
+    client = KubeClient(cluster.pykube)
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "probe", "namespace": mysql.namespace},
+        "stringData": {"k": "v"},
+    }
+    first = client.create(Secret, body)
+    assert client.delete(Secret, mysql.namespace, "probe", uid=first["metadata"]["uid"]) is True
+    second = client.create(Secret, body)
+    with pytest.raises(HTTPError) as refused:
+        client.delete(Secret, mysql.namespace, "probe", uid=first["metadata"]["uid"])
+    assert refused.value.code == 409 and "UID in the precondition" in str(refused.value)
+    assert delete_exactly(client, Secret, first) is False, "a namesake is someone else's: not deleted"
+    assert client.get(Secret, mysql.namespace, "probe")["metadata"]["uid"] == second["metadata"]["uid"]  # type: ignore[index]

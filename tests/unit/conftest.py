@@ -1,0 +1,30 @@
+"""Fixtures of the reconciler unit tests: an in-memory apiserver, recorded events, a still clock, and
+the reconciler on all three. `kube` here is the FakeKube, not the envtest plugin's live-cluster client:
+no unit test talks to a cluster."""
+
+from __future__ import annotations
+
+import pytest
+from operator_fakes import Clock, FakeKube, RecordingEvents
+
+from mysql_operator.reconciler import MySQLClusterReconciler
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
+def events() -> RecordingEvents:
+    return RecordingEvents()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def reconciler(kube: FakeKube, events: RecordingEvents, clock: Clock) -> MySQLClusterReconciler:
+    return MySQLClusterReconciler(kube, recorder=events, now=clock)  # type: ignore[arg-type]

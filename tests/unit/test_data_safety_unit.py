@@ -1,0 +1,208 @@
+"""What keeps data and credentials safe: uid-preconditioned deletes, no regenerated password for kept
+data, fields fixed at creation never applied (FakeKube refuses them with 422, as the apiserver does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from operator_fakes import FakeKube, RecordingEvents, cluster
+
+from mysql_operator import resources
+from mysql_operator.api import RETAINED_ANNOTATION
+from mysql_operator.client import delete_exactly
+from mysql_operator.immutable import STORAGE_IMMUTABLE
+from mysql_operator.kinds import CronJob, Job, MySQLCluster, PersistentVolumeClaim, Secret, StatefulSet
+from mysql_operator.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
+from mysql_operator.runtime.types import Key
+from mysql_operator.status import DEGRADED, condition
+
+KEY = Key("ns/db")
+
+
+def live(kube: FakeKube) -> dict[str, Any]:
+    obj = kube.peek(MySQLCluster, "ns", "db")
+    assert obj is not None
+    return obj
+
+
+def degraded(kube: FakeKube) -> dict[str, Any]:
+    found = condition(live(kube).get("status"), DEGRADED)
+    assert found is not None
+    return found
+
+
+def data_pvc(kube: FakeKube, ordinal: int = 0) -> None:
+    """What the StatefulSet controller leaves behind, and a deletion of the cluster keeps."""
+    kube.put(PersistentVolumeClaim, {"metadata": {"name": f"data-db-mysql-{ordinal}", "namespace": "ns"}})
+
+
+# -- deletes -----------------------------------------------------------------------------------
+
+
+def test_deletes_name_the_uid_of_the_object_we_looked_at(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(backup={"enabled": True}))
+    reconciler.reconcile(KEY)
+    cronjob = kube.peek(CronJob, "ns", "db-backup")
+    assert cronjob is not None
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"backup": {"enabled": False}}})
+    reconciler.reconcile(KEY)
+    assert kube.deletes == [("cronjobs", "db-backup", cronjob["metadata"]["uid"])]
+    assert kube.peek(CronJob, "ns", "db-backup") is None
+
+
+def test_a_namesake_created_since_we_looked_is_not_deleted_and_not_retried(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    kube.put(MySQLCluster, cluster(backup={"enabled": True}))
+    reconciler.reconcile(KEY)
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"backup": {"enabled": False}}})
+    seen = kube.peek(CronJob, "ns", "db-backup")
+    assert seen is not None
+    # Between our read and our delete, the CronJob is deleted and another one created in its place.
+    real_get = kube.get
+
+    def get_then_replace(kind: Any, namespace: str | None, name: str, **kw: Any) -> Any:
+        found = real_get(kind, namespace, name, **kw)
+        if kind is CronJob and found is not None:
+            del kube.objects[("cronjobs", "ns", "db-backup")]
+            kube.put(CronJob, {"metadata": {"name": "db-backup", "namespace": "ns"}, "spec": {"x": 1}})
+        return found
+
+    kube.get = get_then_replace  # type: ignore[method-assign]
+    reconciler.reconcile(KEY)  # no exception: a 409 on the uid is an answer, not an error
+    kube.get = real_get  # type: ignore[method-assign]
+    survivor = kube.peek(CronJob, "ns", "db-backup")
+    assert survivor is not None and survivor["spec"]["x"] == 1, "someone else's CronJob was deleted"
+    assert not [e for e in events.events if e[1] == "Deleted"], "no Event claims a delete that did not happen"
+
+
+def test_delete_exactly_reports_a_replaced_object_and_raises_other_errors(kube: FakeKube) -> None:
+    first = kube.put(Job, {"metadata": {"name": "j", "namespace": "ns"}})
+    del kube.objects[("jobs", "ns", "j")]
+    kube.put(Job, {"metadata": {"name": "j", "namespace": "ns"}})
+    assert delete_exactly(kube, Job, first) is False  # type: ignore[arg-type]
+    assert kube.peek(Job, "ns", "j") is not None
+    kube.fail_next("delete", "jobs", 500, "InternalError", "boom")
+    with pytest.raises(Exception, match="boom"):
+        delete_exactly(kube, Job, kube.peek(Job, "ns", "j"))  # type: ignore[arg-type]
+
+
+# -- credentials -------------------------------------------------------------------------------
+
+
+def test_a_new_cluster_gets_a_generated_secret(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    secret = kube.peek(Secret, "ns", "db-credentials")
+    assert secret is not None and secret["data"][resources.PASSWORD_KEY]
+    assert degraded(kube)["status"] == "False"
+
+
+def test_a_missing_secret_with_data_left_is_reported_and_never_regenerated(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    data_pvc(kube)  # an earlier cluster of this name ran; its Secret was deleted since
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    assert kube.peek(Secret, "ns", "db-credentials") is None, "a new password would lock the data out"
+    assert kube.peek(StatefulSet, "ns", "db-mysql") is None, "no pod starts without its password"
+    found = degraded(kube)
+    assert (found["status"], found["reason"]) == ("True", CREDENTIALS_MISSING)
+    assert "db-credentials" in found["message"] and "data-db-mysql-0" in found["message"]
+    assert ("Warning", CREDENTIALS_MISSING, found["message"]) in events.events
+    reconciler.reconcile(KEY)
+    warned = [e for e in events.events if e[1] == CREDENTIALS_MISSING]
+    assert warned == [("Warning", CREDENTIALS_MISSING, found["message"])], (
+        "one Warning per problem, not per pass"
+    )
+
+
+def test_a_running_cluster_whose_secret_is_deleted_is_degraded_not_rekeyed(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(replicas=2))
+    reconciler.reconcile(KEY)
+    password = kube.peek(Secret, "ns", "db-credentials")["data"]  # type: ignore[index]
+    data_pvc(kube, ordinal=1)  # pod 0's claim is gone too: any ordinal the spec asks for counts
+    del kube.objects[("secrets", "ns", "db-credentials")]
+    reconciler.reconcile(KEY)
+    assert kube.peek(Secret, "ns", "db-credentials") is None
+    assert degraded(kube)["reason"] == CREDENTIALS_MISSING
+    # A human restores it; the next pass uses it as it is.
+    restored = resources.credentials_secret(live(kube))
+    restored.pop("stringData")
+    kube.put(Secret, {**restored, "data": password})
+    reconciler.reconcile(KEY)
+    assert kube.peek(Secret, "ns", "db-credentials")["data"] == password  # type: ignore[index]
+    assert degraded(kube)["status"] == "False"
+    assert kube.peek(StatefulSet, "ns", "db-mysql") is not None
+
+
+def test_status_that_says_it_ran_counts_as_data(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
+    ran = cluster()
+    ran["status"] = {"phase": "Running", "readyReplicas": 1}
+    kube.put(MySQLCluster, ran)
+    reconciler.reconcile(KEY)
+    assert kube.peek(Secret, "ns", "db-credentials") is None
+    assert degraded(kube)["reason"] == CREDENTIALS_MISSING
+
+
+def test_a_restored_secret_must_carry_the_retained_marks(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    data_pvc(kube)
+    kube.put(MySQLCluster, cluster())
+    kube.put(
+        Secret, {"metadata": {"name": "db-credentials", "namespace": "ns"}, "data": {"root-password": "x"}}
+    )
+    reconciler.reconcile(KEY)
+    found = degraded(kube)
+    assert found["reason"] == "ChildConflict" and RETAINED_ANNOTATION in found["message"]
+    assert kube.peek(StatefulSet, "ns", "db-mysql") is None
+
+
+# -- fields fixed at creation ------------------------------------------------------------------
+
+
+def test_a_storage_change_is_refused_with_a_message_not_a_422_loop(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    # The CRD refuses this change; a cluster re-created over an orphaned StatefulSet gets past it.
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"storage": {"size": "5Gi"}, "replicas": 3}})
+    reconciler.reconcile(KEY)
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    assert sts["spec"]["replicas"] == 3, "the rest of the spec still converges"
+    claim = sts["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert claim["resources"]["requests"]["storage"] == "1Gi"
+    found = degraded(kube)
+    assert (found["status"], found["reason"]) == ("True", STORAGE_IMMUTABLE)
+    assert "1Gi" in found["message"] and "spec.storage" in found["message"]
+    assert live(kube)["status"]["phase"] != "Failed"
+    kube.writes.clear()
+    reconciler.reconcile(KEY)
+    assert kube.writes == [], "no apply on every pass for a change that cannot be applied"
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"storage": {"size": "1Gi"}}})
+    reconciler.reconcile(KEY)
+    assert degraded(kube)["status"] == "False"
+
+
+def test_applies_after_creation_never_carry_fixed_fields(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"replicas": 2}})
+    reconciler.reconcile(KEY)
+    applied = kube.applied[("statefulsets", "ns", "db-mysql")]
+    assert applied["spec"]["replicas"] == 2
+    assert not {"selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy"} & set(
+        applied["spec"]
+    )
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None and sts["spec"]["selector"] and sts["spec"]["volumeClaimTemplates"]
