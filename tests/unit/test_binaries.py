@@ -12,6 +12,7 @@ import pytest
 from envtest import binaries
 from envtest.binaries import download, gobuild
 from envtest.errors import BinaryNotFound, ConfigError, InstallError
+from envtest.pins import PINNED
 
 KUBE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -62,6 +63,7 @@ class FakeBuilds:
 
     def build_kwok(self, version, out_dir, stages_dir, progress):  # type: ignore[no-untyped-def]
         self._build("kwok", ("kwok",), out_dir)
+        (out_dir / gobuild.KWOK_STAMP).write_text(gobuild.kwok_build_id(version) + "\n")
         self.fetch_stages(version, stages_dir, progress, record=False)
 
     def fetch_stages(self, version, stages_dir, progress, record=True):  # type: ignore[no-untyped-def]
@@ -91,7 +93,23 @@ def test_kubebuilder_assets_beats_cache(tmp_path: Path, monkeypatch: pytest.Monk
 def test_cache_is_used_when_nothing_points_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path / "assets-without-kwok"))
     cached = fake_exe(binaries.cache_dir() / "kwok")
+    (cached.parent / gobuild.KWOK_STAMP).write_text(gobuild.kwok_build_id(PINNED.kwok) + "\n")
     assert binaries.resolve("kwok", install=False) == cached
+
+
+@pytest.mark.parametrize("stamp", [None, "v0.8.0", "v0.8.0+envtest.000000000000"])
+def test_a_cached_kwok_not_built_with_the_current_patches_is_never_reused(
+    monkeypatch: pytest.MonkeyPatch, stamp: str | None
+):
+    cached = fake_exe(binaries.cache_dir() / "kwok", "unpatched")
+    if stamp is not None:
+        (cached.parent / gobuild.KWOK_STAMP).write_text(stamp + "\n")
+    with pytest.raises(BinaryNotFound, match=r"not built as v0\.8\.0\+envtest\."):
+        binaries.resolve("kwok", install=False)
+    builds = FakeBuilds(monkeypatch)
+    assert binaries.resolve("kwok", progress=lambda _: None) == cached
+    assert builds.calls == [("kwok", ("kwok",))] and "built-kwok" in cached.read_text()
+    assert (cached.parent / gobuild.KWOK_STAMP).read_text().strip() == gobuild.kwok_build_id(PINNED.kwok)
 
 
 @pytest.mark.parametrize("make", ["missing", "not-executable", "directory"])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
+import tempfile
 import textwrap
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +18,7 @@ import pytest
 from envtest import binaries
 from envtest.binaries import gobuild
 from envtest.errors import InstallError
+from envtest.pins import PINNED
 
 # Trimmed from k8s.io/kubernetes v1.37.2's go.mod, plus the shapes the parser must also cope with:
 # a godebug block, a one-line staging replace and a replace that is not a staging module.
@@ -60,7 +63,9 @@ env = os.environ
 gomod = open("go.mod").read() if os.path.exists("go.mod") else None
 with open(env["FAKE_GO_LOG"], "a") as log:
     keep = ("GOTOOLCHAIN", "CGO_ENABLED", "GOFLAGS")
-    log.write(json.dumps({{"args": args, "env": {{k: env.get(k) for k in keep}}, "go.mod": gomod}}) + "\\n")
+    main = open("cmd/kwok/main.go").read() if os.path.exists("cmd/kwok/main.go") else None
+    log.write(json.dumps({{"args": args, "env": {{k: env.get(k) for k in keep}}, "go.mod": gomod,
+                          "kwok_main": main}}) + "\\n")
 if env.get("FAKE_GO_FAIL") == args[0]:
     for i in range(40):
         print(f"compile error line {{i}}", file=sys.stderr)
@@ -83,6 +88,22 @@ elif args[:2] == ["mod", "download"]:
 """
 
 STAGE = "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: {}\n"
+
+
+KWOK_MAIN = "package main\n\n// upstream\nfunc main() {}\n"
+KWOK_PATCH = "".join(
+    line + "\n"
+    for line in (
+        "--- a/cmd/kwok/main.go",
+        "+++ b/cmd/kwok/main.go",
+        "@@ -1,4 +1,4 @@",
+        " package main",
+        " ",
+        "-// upstream",
+        "+// patched",
+        " func main() {}",
+    )
+)
 
 
 @pytest.fixture
@@ -110,6 +131,14 @@ def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for rel, text in files.items():
         (kwok / rel).parent.mkdir(parents=True, exist_ok=True)
         (kwok / rel).write_text(text)
+    main = tmp_path / "kwok-module" / "cmd" / "kwok" / "main.go"
+    main.parent.mkdir(parents=True)
+    main.write_text(KWOK_MAIN)
+    main.chmod(0o444)  # as in the module cache
+    patches = tmp_path / "patches"
+    (patches / "kwok-v0.8.0").mkdir(parents=True)
+    (patches / "kwok-v0.8.0" / "0001-mark.patch").write_text(KWOK_PATCH)
+    monkeypatch.setattr(gobuild, "PATCHES_DIR", patches)
     log = tmp_path / "go-calls.jsonl"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GO_LOG", str(log))
@@ -208,8 +237,9 @@ def test_kwok_build_copies_the_module_stage_files_and_records_the_source(fake_go
     out, stages = tmp_path / "out", tmp_path / "out" / "kwok-stages"
     out.mkdir()
     gobuild.build_kwok("0.8.0", out, stages, progress=lambda _: None)
-    (build,) = [c["args"] for c in calls(fake_go) if c["args"][0] == "build"]
-    assert build[-1] == "sigs.k8s.io/kwok/cmd/kwok" and build[build.index("-o") + 1] == str(out / "kwok")
+    (build,) = [c for c in calls(fake_go) if c["args"][0] == "build"]
+    args = build["args"]
+    assert args[-1] == "./cmd/kwok" and args[args.index("-o") + 1] == str(out / "kwok")
     copied = sorted(str(p.relative_to(stages)) for p in stages.rglob("*") if p.is_file())
     assert copied == [
         "SOURCE",
@@ -218,6 +248,50 @@ def test_kwok_build_copies_the_module_stage_files_and_records_the_source(fake_go
         "volume/fast/storage-class.yaml",
     ]
     assert (stages / "SOURCE").read_text().startswith("sigs.k8s.io/kwok v0.8.0\n")
+
+
+def test_kwok_is_built_from_a_patched_copy_of_its_module_and_stamped(fake_go: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    out.mkdir()
+    gobuild.build_kwok("0.8.0", out, out / "kwok-stages", progress=lambda _: None)
+    (build,) = [c for c in calls(fake_go) if c["args"][0] == "build"]
+    assert build["kwok_main"] == KWOK_MAIN.replace("upstream", "patched")
+    assert (tmp_path / "kwok-module" / "cmd" / "kwok" / "main.go").read_text() == KWOK_MAIN  # cache untouched
+    build_id = (out / gobuild.KWOK_STAMP).read_text().strip()
+    assert build_id == gobuild.kwok_build_id("0.8.0") and build_id.startswith("v0.8.0+envtest.")
+
+
+def test_kwok_build_id_changes_with_the_patches(fake_go: Path, tmp_path: Path):
+    before = gobuild.kwok_build_id("0.8.0")
+    (tmp_path / "patches" / "kwok-v0.8.0" / "0002-more.patch").write_text(KWOK_PATCH)
+    assert gobuild.kwok_build_id("0.8.0") != before
+    assert gobuild.kwok_build_id("0.7.0") == "v0.7.0"  # no patches: upstream as is
+
+
+def test_a_patch_that_does_not_apply_fails_the_build_naming_it(fake_go: Path, tmp_path: Path):
+    (tmp_path / "patches" / "kwok-v0.8.0" / "0001-mark.patch").write_text(
+        KWOK_PATCH.replace("upstream", "other")
+    )
+    with pytest.raises(InstallError, match=r"0001-mark\.patch does not apply"):
+        gobuild.build_kwok("0.8.0", tmp_path, tmp_path / "kwok-stages", progress=lambda _: None)
+    assert not [c for c in calls(fake_go) if c["args"][0] == "build"]
+
+
+def test_the_shipped_kwok_patches_apply_to_the_pinned_kwok_module():
+    go = shutil.which("go")
+    module = Path(gobuild._go_env("GOMODCACHE")[0], "sigs.k8s.io", f"kwok@v{PINNED.kwok}") if go else None
+    if module is None or not module.is_dir():
+        pytest.skip(f"sigs.k8s.io/kwok v{PINNED.kwok} is not in the Go module cache")
+    patches = gobuild.kwok_patches(PINNED.kwok)
+    assert patches, "the pinned kwok is built with envtest's patches"
+    copy = Path(tempfile.mkdtemp(prefix="kwok-patch-test-"))
+    try:
+        shutil.copytree(module, copy / "kwok")
+        for path in [copy / "kwok", *(copy / "kwok").rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+        gobuild._apply_patches(copy / "kwok", patches, progress=lambda _: None)
+    finally:
+        shutil.rmtree(copy)
 
 
 def test_install_with_fake_go_fills_the_cache_and_never_runs_go_again(

@@ -41,6 +41,8 @@ class Cluster:
         self.name = name
         self.context = context
         self.log_paths: dict[str, Path] = {}
+        self.pods_dir: Path | None = None
+        """Where kwok's fake pods keep their logs, sandboxes and port targets (local plane with kwok only)."""
         """Control-plane component logs, where the backend has them (artifacts copy these)."""
         self.has_controllers = True
         """Whether kube-controller-manager runs (default ServiceAccounts, GC, namespace deletion)."""
@@ -180,11 +182,13 @@ class LocalCluster(Cluster):
         components: list[str],
         log_paths: dict[str, Path],
         plane: ControlPlane | None = None,
+        pods_dir: Path | None = None,
     ) -> None:
         super().__init__(kubeconfig, name=name)
         self.version = version
         self.components = components
         self.log_paths = dict(log_paths)
+        self.pods_dir = pods_dir
         self.has_controllers = "kube-controller-manager" in components
         self.plane = plane
 
@@ -197,6 +201,7 @@ class LocalCluster(Cluster):
             components=list(plane.components),
             log_paths=plane.log_paths,
             plane=plane,
+            pods_dir=plane.pods_dir if plane.pods_dir.is_dir() else None,
         )
 
     def restart(self, component: str) -> None:

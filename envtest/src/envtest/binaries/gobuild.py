@@ -8,6 +8,7 @@ no C compiler needed).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -247,20 +248,72 @@ def build_etcd(version: str, out_dir: Path, progress: Progress) -> None:
         )
 
 
+PATCHES_DIR = Path(__file__).with_name("patches")
+KWOK_STAMP = "kwok.build"
+"""Beside a cached kwok: the build id (kwok_build_id) it was built as. A kwok without it, or with
+another id, is not reused: an unpatched kwok from an older envtest must never pass for a patched one."""
+
+
+def kwok_patches(version: str) -> list[Path]:
+    """The patches envtest applies to kwok v<version> before building it, in order (none: upstream as is).
+
+    They live in ``patches/kwok-v<version>/`` beside this module, versioned with the pin; each says
+    in its message what it fixes."""
+    return sorted((PATCHES_DIR / f"kwok-v{version}").glob("*.patch"))
+
+
+def kwok_build_id(version: str) -> str:
+    """``v<version>`` for upstream kwok; ``v<version>+envtest.<hash of the patches>`` for a patched one."""
+    patches = kwok_patches(version)
+    if not patches:
+        return f"v{version}"
+    digest = hashlib.sha256()
+    for patch in patches:
+        digest.update(patch.name.encode() + b"\0" + patch.read_bytes() + b"\0")
+    return f"v{version}+envtest.{digest.hexdigest()[:12]}"
+
+
+def _apply_patches(module_dir: Path, patches: list[Path], progress: Progress) -> None:
+    patch_tool = shutil.which("patch")
+    if patch_tool is None:
+        raise InstallError(
+            "`patch` is not on PATH; it applies envtest's kwok patches (install it: apt-get install patch)"
+        )
+    for patch in patches:
+        progress(f"  applying {patch.name}")
+        proc = subprocess.run(
+            [patch_tool, "-p1", "--batch", "--forward", "--silent", "-i", str(patch)],
+            cwd=module_dir, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise InstallError(f"{patch} does not apply to {module_dir.name}:\n{proc.stdout}{proc.stderr}")
+
+
 def build_kwok(version: str, out_dir: Path, stages_dir: Path, progress: Progress) -> None:
-    """Build kwok into out_dir and copy the module's own stage YAMLs into stages_dir."""
-    progress(f"building kwok v{version} with go (cold cache: ~3 min)")
-    pkg = "sigs.k8s.io/kwok/cmd/kwok"
-    with _wrapper("kwokbuild", "module envtest.local/kwokbuild\n") as wd:
-        run_go(["get", f"{pkg}@v{version}"], cwd=Path(wd), progress=progress)
+    """Build kwok into out_dir (with envtest's patches, kwok_patches) and copy the module's own stage
+    YAMLs into stages_dir; KWOK_STAMP in out_dir records the build id."""
+    progress(f"building kwok {kwok_build_id(version)} with go (cold cache: ~3 min)")
+    info = json.loads(
+        run_go(["mod", "download", "-json", f"sigs.k8s.io/kwok@v{version}"], cwd=None, progress=progress)
+    )
+    if info.get("Error"):
+        raise InstallError(f"go mod download sigs.k8s.io/kwok@v{version}: {info['Error']}")
+    with tempfile.TemporaryDirectory(prefix="envtest-kwokbuild-") as wd:
+        # A writable copy of the module (the module cache is read-only), patched and built as the main
+        # module, so its own go.mod and go.sum pin every dependency exactly as upstream's release does.
+        src = Path(wd, "kwok")
+        shutil.copytree(info["Dir"], src)
+        for path in [src, *src.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+        _apply_patches(src, kwok_patches(version), progress)
         ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v{version}"
         run_go(
-            ["build", "-ldflags", ldflags, "-o", str(out_dir / "kwok"), pkg], cwd=Path(wd), progress=progress
+            ["build", "-ldflags", ldflags, "-o", str(out_dir / "kwok"), "./cmd/kwok"],
+            cwd=src,
+            progress=progress,
         )
-        mod_dir = run_go(
-            ["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"], cwd=Path(wd), progress=progress
-        )
-    copy_kwok_stages(Path(mod_dir.strip()), stages_dir, version)
+    (out_dir / KWOK_STAMP).write_text(kwok_build_id(version) + "\n")
+    copy_kwok_stages(Path(info["Dir"]), stages_dir, version)
 
 
 def fetch_kwok_stages(version: str, stages_dir: Path, progress: Progress) -> None:

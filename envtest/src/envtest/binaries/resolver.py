@@ -132,10 +132,32 @@ def _lookup(name: str, version: str, looked: list[str]) -> Path | None:
     else:
         looked.append("KUBEBUILDER_ASSETS (unset)")
     path = cache_dir(version) / name
-    if _executable(path):
+    if _cached(path.parent, name, version):
         return path
-    looked.append(f"cache: {path} (missing)")
+    if _executable(path):
+        looked.append(
+            f"cache: {path} (not built as {gobuild.kwok_build_id(_component_version(name, version))})"
+        )
+    else:
+        looked.append(f"cache: {path} (missing)")
     return None
+
+
+def _cached(dest: Path, name: str, version: str) -> bool:
+    """Whether the cache directory ``dest`` (of Kubernetes ``version``) holds a usable ``name``: kwok
+    only as the build envtest wants (its KWOK_STAMP names the current patches)."""
+    if not _executable(dest / name):
+        return False
+    if name != "kwok":
+        return True
+    stamp = dest / gobuild.KWOK_STAMP
+    want = gobuild.kwok_build_id(_component_version(name, version))
+    return stamp.is_file() and stamp.read_text().strip() == want
+
+
+def _build_only(name: str, version: str) -> bool:
+    """A kwok that envtest patches exists only as a build: its release download is upstream's."""
+    return name == "kwok" and bool(gobuild.kwok_patches(_component_version(name, version)))
 
 
 def _check_names(names: Iterable[str]) -> list[str]:
@@ -197,8 +219,8 @@ def _has_stages(directory: Path) -> bool:
     return (directory / KWOK_STAGES / "SOURCE").is_file()
 
 
-def _complete(dest: Path, names: list[str]) -> bool:
-    return ("kwok" not in names or _has_stages(dest)) and all(_executable(dest / n) for n in names)
+def _complete(dest: Path, names: list[str], version: str) -> bool:
+    return ("kwok" not in names or _has_stages(dest)) and all(_cached(dest, n, version) for n in names)
 
 
 def install(
@@ -233,7 +255,7 @@ def _install(
     ver = k8s_version(version)
     dest = cache_dir(ver)
     result = {n: dest / n for n in names}
-    if not force and _complete(dest, names):
+    if not force and _complete(dest, names, ver):
         return result
     report = progress or _print_progress
     skip_download = _offline_from_env() if offline is None else offline
@@ -245,7 +267,7 @@ def _install(
         report(f"waiting for another process installing into {dest}")
         lock.acquire()
     try:
-        if force or not _complete(dest, names):  # the process we waited for may have done it
+        if force or not _complete(dest, names, ver):  # the process we waited for may have done it
             extra = _companions(names, dest)
             _install_locked(names + extra, ver, dest, report, skip_download, force, optional=extra)
     finally:
@@ -270,7 +292,7 @@ def _install_locked(
     force: bool,
     optional: list[str] | tuple[str, ...] = (),
 ) -> None:
-    missing = [n for n in names if force or not _executable(dest / n)]
+    missing = [n for n in names if force or not _cached(dest, n, ver)]
     wanted = missing + (["kwok stages"] if "kwok" in names and (force or not _has_stages(dest)) else [])
     installed: set[str] = set()
     tried: list[tuple[str, str]] = []  # (what, why it failed), in the order tried
@@ -281,7 +303,13 @@ def _install_locked(
             tried.append((", ".join(missing), "download: skipped (offline: ENVTEST_OFFLINE or offline=True)"))
         elif missing:
             os_name, arch = platform_tag()
-            arts = [download.artifact_for(n, _component_version(n, ver), os_name, arch) for n in missing]
+            for name in [n for n in missing if _build_only(n, ver)]:
+                tried.append((name, "download: skipped (envtest builds kwok with its patches)"))
+            arts = [
+                download.artifact_for(n, _component_version(n, ver), os_name, arch)
+                for n in missing
+                if not _build_only(n, ver)
+            ]
             fetched, failed = download.download_all(arts, staging, progress=report)
             _publish(staging, dest, fetched)
             installed.update(fetched)
@@ -302,6 +330,8 @@ def _install_locked(
                 tried.append((", ".join(group), f"go build: {exc}"))
                 continue
             _publish(staging, dest, group)
+            if "kwok" in group:  # the stamp after the binary: a stamp without its kwok is never read
+                _publish(staging, dest, [gobuild.KWOK_STAMP], mode=0o644)
             installed.update(group)
             report(f"installed {', '.join(group)} into {dest}")
         # Stages only make sense beside a kwok binary; a kwok build brings them along, a download does not.
@@ -361,11 +391,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _publish(staging: Path, dest: Path, names: Iterable[str]) -> None:
+def _publish(staging: Path, dest: Path, names: Iterable[str], mode: int = 0o755) -> None:
     """Move finished binaries from staging into the cache, each durable before it becomes visible."""
     for name in names:
         src = staging / name
-        src.chmod(0o755)
+        src.chmod(mode)
         with open(src, "rb") as f:
             os.fsync(f.fileno())
         os.replace(src, dest / name)

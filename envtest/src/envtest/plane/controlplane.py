@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import tempfile
 import time
 import warnings
@@ -22,13 +23,14 @@ from typing import Any
 
 import requests
 import urllib3
+import yaml
 
 from envtest import binaries, crds
 from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
 from envtest.pki import CertificateAuthority, private_dir, service_account_key, write_private
-from envtest.plane import flags, kwok
+from envtest.plane import flags, kwok, streams
 from envtest.plane.ports import free_port
 from envtest.plane.process import ManagedProcess
 
@@ -84,6 +86,8 @@ class ControlPlane:
         binary_paths: Mapping[str, Path] | None = None,
         progress: Callable[[str], None] | None = None,
         cert_valid_days: int = 7,
+        pod_streams: bool = True,
+        pod_exec: bool = True,
     ) -> None:
         self.components = parse_components(components)
         self.version = binaries.k8s_version(version)  # a selector (`1.36`, `latest`) → its exact release
@@ -97,6 +101,10 @@ class ControlPlane:
         self.cert_valid_days = cert_valid_days
         """Days the plane's CA and every certificate it issues are valid. A test's plane lives minutes;
         a kept one (`envtest up`, --envtest-keep) may live for months, so its supervisor asks for more."""
+        self.pod_streams = pod_streams
+        """Serve `kubectl logs`, `exec`, `attach`, `port-forward` on kwok's pods (envtest.plane.streams)."""
+        self.pod_exec = pod_exec
+        """With pod_streams: whether exec runs commands on this host (False: exec requests fail)."""
         self.node_capacity = dict(node_capacity or {})
         """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
@@ -111,6 +119,9 @@ class ControlPlane:
         self.api_port = 0
         self.ca: CertificateAuthority | None = None
         self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.pods_dir = self.workdir / "pods"
+        """Root of the fake pods' log files, sandboxes and port targets (envtest.plane.streams)."""
+        self._kwok_port = 0
         self._admin: requests.Session | None = None
 
     # -- public API --------------------------------------------------------------------------------
@@ -227,6 +238,14 @@ class ControlPlane:
             ],
         ).write(pki, "apiserver")
         self.ca.issue_client(ADMIN_USER, MASTERS).write(pki, "admin")
+        if self._serves_pod_streams:
+            # kwok's server stands in for the kubelet: the apiserver verifies its serving certificate
+            # against the plane's CA and proves itself with a client certificate of the same CA.
+            self._kwok_port = free_port()
+            self.ca.issue_serving("kwok", ["127.0.0.1"]).write(pki, "kwok")
+            self.ca.issue_client("kube-apiserver-kubelet-client", MASTERS).write(
+                pki, "apiserver-kubelet-client"
+            )
         private, public = service_account_key()
         write_private(pki / "sa.key", private)  # 0600 from creation, not chmod-ed after the write
         (pki / "sa.pub").write_bytes(public)
@@ -301,6 +320,13 @@ class ControlPlane:
             "service-account-signing-key-file": str(pki / "sa.key"),
             "cert-dir": str(pki),
         }
+        if self._serves_pod_streams:
+            args |= {
+                "kubelet-client-certificate": str(pki / "apiserver-kubelet-client.crt"),
+                "kubelet-client-key": str(pki / "apiserver-kubelet-client.key"),
+                "kubelet-certificate-authority": str(pki / "ca.crt"),
+                "kubelet-preferred-address-types": "InternalIP",  # kwok's --node-ip, 127.0.0.1
+            }
         self._launch(APISERVER, binary, args, ready=self._apiserver_ready, wait=wait)
 
     def _apiserver_ready(self) -> bool:
@@ -361,22 +387,43 @@ class ControlPlane:
     def _start_kwok(self, binary: Path) -> None:
         stages_dir = binaries.kwok_stages_dir(self.version)
         config = self.workdir / "kwok-stages.yaml"
-        config.write_text(kwok.stage_config(stages_dir, self.job_pods))
+        text = kwok.stage_config(stages_dir, self.job_pods)
+        if self._serves_pod_streams:
+            text += "---\n" + yaml.safe_dump_all(
+                streams.rules(self.pods_dir, exec_=self.pod_exec), sort_keys=False
+            )
+        config.write_text(text)
         _, objects = kwok.load_stage_documents(stages_dir)
         for obj in [*objects, kwok.fake_node(capacity=self.node_capacity)]:
             self._create(obj)
         argv = kwok.kwok_args(kubeconfig=self._component_kubeconfig(KWOK), config=config)
+        if self._serves_pod_streams:
+            pki = self.workdir / "pki"
+            self.pods_dir.mkdir(exist_ok=True)
+            argv += kwok.server_args(
+                port=self._kwok_port, cert=pki / "kwok.crt", key=pki / "kwok.key", client_ca=pki / "ca.crt"
+            )
         proc = ManagedProcess(
             KWOK,
             [str(binary), *argv, *flags.render(self.extra_args.get(KWOK, {}))],
             log_path=self.workdir / "logs" / "kwok.log",
-            ready=self._node_ready,
+            ready=self._kwok_ready,
             start_timeout=self.start_timeout,
             stop_timeout=self.stop_grace,
         )
         self.processes[KWOK] = proc
         self._progress("starting kwok")
         proc.start()
+
+    @property
+    def _serves_pod_streams(self) -> bool:
+        return self.pod_streams and KWOK in self.components
+
+    def _kwok_ready(self) -> bool:
+        # Ready means a test's first `kubectl logs` or `exec` finds kwok's server listening. envtest's
+        # kwok opens its socket before its controllers start (patch 0006), so this check is free there;
+        # an upstream kwok listens only some 0.2-0.4 s after the Node turned Ready.
+        return self._node_ready() and (not self._serves_pod_streams or _listening(self._kwok_port))
 
     def _node_ready(self) -> bool:
         resp = self.admin_session().get(f"{self.server}/api/v1/nodes/{kwok.NODE_NAME}", timeout=2)
@@ -415,6 +462,14 @@ def _collection_url(server: str, obj: Mapping[str, Any]) -> str:
     base = f"{server}/api/v1" if api_version == "v1" else f"{server}/apis/{api_version}"
     plural = {"StorageClass": "storageclasses", "Node": "nodes"}[obj["kind"]]
     return f"{base}/{plural}"
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
 
 
 def _http_ok(url: str) -> bool:

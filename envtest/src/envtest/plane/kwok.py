@@ -94,6 +94,20 @@ def fake_node(name: str = NODE_NAME, capacity: dict[str, str] | None = None) -> 
     }
 
 
+def server_args(*, port: int, cert: Path, key: Path, client_ca: Path) -> list[str]:
+    """Flags of kwok's kubelet-like server (logs, exec, attach, port-forward): loopback only, HTTPS
+    only, and only for clients with a certificate of ``client_ca`` (the apiserver's kubelet client).
+    ``--node-port`` is what the node stage publishes as the Node's kubelet endpoint port."""
+    return [
+        f"--server-address=127.0.0.1:{port}",
+        f"--node-port={port}",
+        f"--tls-cert-file={cert}",
+        f"--tls-private-key-file={key}",
+        # A flag of envtest's kwok build (envtest.binaries.gobuild.kwok_patches).
+        f"--tls-client-ca-file={client_ca}",
+    ]
+
+
 def kwok_args(*, kubeconfig: Path, config: Path) -> list[str]:
     return [
         f"--kubeconfig={kubeconfig}",

@@ -27,6 +27,7 @@ from envtest.plugin import settings
 from envtest.plugin.fixtures import (
     envtest_cluster,
     envtest_context,
+    envtest_fake_pods,
     envtest_faults,
     envtest_k8s,
     envtest_kube,
@@ -43,6 +44,7 @@ __all__ = [
     "SESSION_KEY",
     "envtest_cluster",
     "envtest_context",
+    "envtest_fake_pods",
     "envtest_faults",
     "envtest_k8s",
     "envtest_kube",
@@ -64,7 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "envtest_local: needs the local backend (kwok-driven pods, private planes); skipped elsewhere",
     )
     config.addinivalue_line(
-        "markers", "envtest_private(components=…, job_pods=…): settings of the test's private_cluster"
+        "markers",
+        "envtest_private(components=…, job_pods=…, pod_exec=…): settings of the test's private_cluster",
     )
     from envtest.plugin import webhook_fixtures  # pytest-only at import: `pytest --help` stays fast
 

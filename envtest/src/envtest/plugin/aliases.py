@@ -1,5 +1,5 @@
-"""Short fixture names — `cluster`, `kube`, `k8s`, `namespace`, `operator`, `faults`, `private_cluster`,
-`timeouts`.
+"""Short fixture names — `cluster`, `kube`, `k8s`, `namespace`, `operator`, `faults`, `fake_pods`,
+`private_cluster`, `timeouts`.
 
 Registered by `pytest_configure` only for a project that configured the plugin (an `envtest_*` ini
 key or an `--envtest-*` option): these names are generic, and
@@ -15,6 +15,7 @@ import pytest
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
+    from envtest.fakepods import FakePods
     from envtest.faults import FaultProxy
     from envtest.plugin.runner import OperatorRunner
 
@@ -55,6 +56,12 @@ def operator(envtest_operator: OperatorRunner) -> OperatorRunner:
 def faults(envtest_faults: FaultProxy) -> FaultProxy:
     """`envtest_faults`: a fault-injecting proxy between the test's operators and the apiserver."""
     return envtest_faults
+
+
+@pytest.fixture
+def fake_pods(envtest_fake_pods: FakePods) -> FakePods:
+    """`envtest_fake_pods`: the local plane's fake pods (their logs, port-forward targets, exec sandbox)."""
+    return envtest_fake_pods
 
 
 @pytest.fixture

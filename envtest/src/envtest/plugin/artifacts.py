@@ -73,6 +73,7 @@ def collect(
     namespaces: Iterable[str],
     logs: Mapping[str, Path] = {},
     resources: list[tuple[str, str]] | None = None,
+    pod_logs: Mapping[str, Path] = {},
 ) -> Path:
     """Write everything to `dest` (replacing what a previous run left) and return it.
     Best effort: a part that cannot be read is noted in `errors.txt` rather than raised."""
@@ -108,6 +109,13 @@ def collect(
             _copy_tail(log, dest / "logs" / f"{name}.log")
         except OSError as exc:
             errors.append(f"log {name}: {exc}")
+    # kwok's fake pods: each container's log file, keyed "<ns>/<pod>/<file>", beside its namespace.
+    for key, log in pod_logs.items():
+        ns, pod, name = key.split("/", 2)
+        try:
+            _copy_tail(log, dest / ns / "pod-logs" / pod / name)
+        except OSError as exc:
+            errors.append(f"pod log {key}: {exc}")
     if errors:
         (dest / "errors.txt").write_text("\n".join(errors) + "\n")
     return dest

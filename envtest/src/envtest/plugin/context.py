@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envtest import objects
 from envtest.errors import EnvtestError, FinalizerStuck
+from envtest.plane import streams
 from envtest.plugin import artifacts, cleanup, rbac
 
 if TYPE_CHECKING:
@@ -301,8 +302,14 @@ class TestContext:
         logs = {**cluster.log_paths, **self.extra_log_paths}
         logs.update({p.stem: p for p in self.operator_logs if p.exists()})
         dest = self.session.settings.artifacts_dir / artifacts.sanitize(self.nodeid)
+        pod_logs = streams.pod_logs(cluster.pods_dir, self.namespaces) if cluster.pods_dir else {}
         self.artifacts = artifacts.collect(
-            dest, session=cluster.session, server=cluster.server, namespaces=self.namespaces, logs=logs
+            dest,
+            session=cluster.session,
+            server=cluster.server,
+            namespaces=self.namespaces,
+            logs=logs,
+            pod_logs=pod_logs,
         )
         return self.artifacts
 

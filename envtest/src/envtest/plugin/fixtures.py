@@ -16,6 +16,7 @@ from envtest.plugin.state import CTX_KEY
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster
+    from envtest.fakepods import FakePods
     from envtest.faults import FaultProxy
     from envtest.plugin.context import TestContext
     from envtest.plugin.runner import OperatorRunner
@@ -74,6 +75,31 @@ def envtest_namespace(envtest_context: TestContext, envtest_cluster: Cluster) ->
     name = envtest_context.create_namespace(envtest_cluster)
     yield name
     envtest_context.release_namespace(envtest_cluster, name)
+
+
+@pytest.fixture
+def envtest_fake_pods(envtest_cluster: Cluster, envtest_namespace: str) -> Iterator[FakePods]:
+    """kwok's fake pods on the local plane, in this test's namespace by default: `write_log(pod, text)`
+    for `kubectl logs`, `serve_port(pod, port, handler)` for `kubectl port-forward`, `sandbox(pod)`
+    where `kubectl exec` runs. Fails on a backend without them (kind and existing clusters run real
+    kubelets; a plane started with pod_streams=False)."""
+    from envtest.fakepods import FakePods
+
+    if envtest_cluster.pods_dir is None:
+        pytest.fail(
+            f"envtest_fake_pods: the {envtest_cluster.backend} backend has no fake pods "
+            "(needs the local plane with kwok, started with pod streams on)"
+        )
+    pods = FakePods(
+        envtest_cluster.pods_dir,
+        namespace=envtest_namespace,
+        session=envtest_cluster.session,
+        server=envtest_cluster.server,
+    )
+    try:
+        yield pods
+    finally:
+        pods.close()
 
 
 @pytest.fixture

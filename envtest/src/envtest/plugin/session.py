@@ -68,6 +68,7 @@ def _local_from_state(state: supervisor.PlaneState) -> LocalCluster:
         version=state.version,
         components=state.components,
         log_paths={k: Path(v) for k, v in state.logs.items()},
+        pods_dir=pods if (pods := Path(state.workdir) / "pods").is_dir() else None,
     )
 
 
@@ -321,7 +322,9 @@ class ClusterSession:
         for source, doc in self._session_rbac:
             objects.apply(cluster.session, cluster.server, doc, source=source)
 
-    def private_cluster(self, *, components: str | None = None, job_pods: str | None = None) -> LocalCluster:
+    def private_cluster(
+        self, *, components: str | None = None, job_pods: str | None = None, pod_exec: bool = True
+    ) -> LocalCluster:
         s = self.settings
         plane = ControlPlane(
             components or s.components,
@@ -329,6 +332,7 @@ class ClusterSession:
             crds=self._plane_crds(),
             job_pods=job_pods or s.job_pods,  # type: ignore[arg-type]
             progress=self._progress,
+            pod_exec=pod_exec,
         )
         plane.start()
         cluster = LocalCluster.from_plane(plane, name="private")
