@@ -43,6 +43,8 @@ def write_state(
     version: str = "1.37.2",
     components: Sequence[str] = ("etcd", "kube-apiserver"),
     job_pods: str = "complete",
+    pod_streams: bool = True,
+    pod_exec: bool = True,
 ) -> PlaneState:
     state_dir.mkdir(parents=True, exist_ok=True)
     kubeconfig = state_dir / "plane" / "admin.kubeconfig"
@@ -55,6 +57,8 @@ def write_state(
         version=version,
         components=list(components),
         job_pods=job_pods,
+        pod_streams=pod_streams,
+        pod_exec=pod_exec,
         pid_start=pid_start_time(pid) or 0 if pid_start is None else pid_start,
     )
     state.write(state_dir)

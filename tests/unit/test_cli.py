@@ -111,3 +111,30 @@ def test_no_attach_hint_without_the_projects_command(tmp_path: Path) -> None:
     assert project_operator_cli(tmp_path) is None
     (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-q'\n")
     assert project_operator_cli(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "streams", "exec_"),
+    [((), True, True), (("--no-pod-exec",), True, False), (("--no-pod-streams",), False, True)],
+)
+def test_up_parses_the_fake_pod_switches(flags: tuple[str, ...], streams: bool, exec_: bool) -> None:
+    from envtest import cli
+
+    args = cli.build_parser().parse_args(["up", "--name", "x", *flags])
+    assert (args.pod_streams, args.pod_exec) == (streams, exec_)
+
+
+def test_up_refuses_a_running_plane_with_other_pod_exec(clusters: Path) -> None:
+    kwok = "etcd,kube-apiserver,kwok"
+    holder = lock_holder(clusters / "kept")
+    try:
+        write_state(clusters / "kept", holder.pid, components=kwok.split(","), pod_exec=False)
+        other = envtest("up", "--name", "kept", "--components", kwok)
+        same = envtest("up", "--name", "kept", "--components", kwok, "--no-pod-exec")
+        assert holder.poll() is None
+    finally:
+        reap(holder)
+    assert other.returncode == 1
+    assert "pod_exec: running off, asked for on" in other.stderr
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.startswith("export KUBECONFIG=")

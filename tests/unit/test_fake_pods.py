@@ -189,6 +189,69 @@ def test_failure_artifacts_hold_each_fake_pods_logs_beside_its_namespace(tmp_pat
     )
 
 
+class _PodsSession:
+    """The API of one namespace holding `pods`; everything else is empty."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+
+    def get(self, url: str, timeout: float) -> Any:
+        items = self.pods if url == "https://api/api/v1/namespaces/ns1/pods" else []
+        return type(
+            "R",
+            (),
+            {"status_code": 200, "json": lambda _: {"items": items}, "raise_for_status": lambda _: None},
+        )()
+
+
+def test_failure_artifacts_show_the_default_line_for_containers_nothing_wrote_for(tmp_path: Path) -> None:
+    pods_dir = tmp_path / "pods"
+    streams.append_log(streams.log_path(pods_dir, "ns1", "web", "main"), "served a request")
+    web = {
+        "metadata": {"name": "web"},
+        "spec": {
+            "nodeName": "kwok-node",
+            "initContainers": [{"name": "migrate"}],
+            "containers": [{"name": "main"}, {"name": "sidecar"}],
+        },
+    }
+    unscheduled = {"metadata": {"name": "pending"}, "spec": {"containers": [{"name": "main"}]}}
+    dest = artifacts.collect(
+        tmp_path / "artifacts",
+        session=_PodsSession([web, unscheduled]),  # type: ignore[arg-type]
+        server="https://api",
+        namespaces=["ns1"],
+        resources=[],
+        pod_logs=streams.pod_logs(pods_dir, ["ns1"]),
+        fake_pods=True,
+    )
+    logs = dest / "ns1" / "pod-logs"
+    assert not (dest / "errors.txt").exists()
+    assert sorted(p.relative_to(logs).as_posix() for p in logs.rglob("*.log")) == [
+        "web/main.log",
+        "web/migrate.log",
+        "web/sidecar.log",
+    ]
+    assert (logs / "web" / "main.log").read_text().endswith(" stdout F served a request\n")
+    assert (
+        (logs / "web" / "sidecar.log")
+        .read_text()
+        .endswith(' stdout F container "sidecar" of pod ns1/web is fake (kwok): no log written yet\n')
+    )
+    assert 'container "migrate" of pod ns1/web' in (logs / "web" / "migrate.log").read_text()
+
+
+def test_the_default_log_line_is_the_one_envtests_kwok_build_writes() -> None:
+    patch = next(
+        (Path(kwok.__file__).parent.parent / "binaries" / "patches" / "kwok-v0.8.0").glob("*sandbox*.patch")
+    ).read_text()
+    go_format = '"%s stdout F container %q of pod %s/%s is fake (kwok): no log written yet\\n"'
+    assert go_format in patch
+    go_line = go_format.strip('"').replace("\\n", "")
+    expected = go_line.replace("%s stdout F ", "").replace("%q", '"main"').replace("%s/%s", "ns/web")
+    assert streams.no_log_yet("ns", "web", "main") == expected
+
+
 # -- the plane's wiring ----------------------------------------------------------------------------------
 
 

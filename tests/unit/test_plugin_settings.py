@@ -130,3 +130,23 @@ def test_rbac_roles_are_kept_for_test_namespaces_not_applied_at_session_start(
     assert [d["kind"] for _, d in session._session_rbac] == ["ClusterRole"]
     assert [d["metadata"]["name"] for d in session.operator_roles] == ["leader"]
     assert session.operator_clusterrole() == "op"
+
+
+def test_pod_streams_and_exec_are_on_unless_turned_off(pytester: pytest.Pytester) -> None:
+    default = settings.resolve(_config(pytester, ""))
+    assert (default.pod_streams, default.pod_exec) == (True, True)
+    off = settings.resolve(_config(pytester, "envtest_pod_exec = false\n"))
+    assert (off.pod_streams, off.pod_exec) == (True, False)
+    cli = settings.resolve(
+        _config(
+            pytester, "envtest_pod_exec = false\n", "--envtest-pod-streams=false", "--envtest-pod-exec=true"
+        )
+    )
+    assert (cli.pod_streams, cli.pod_exec) == (False, True)
+
+
+def test_a_pod_exec_value_other_than_true_or_false_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    with pytest.raises(
+        UsageProblem, match=r"--envtest-pod-exec \(ini envtest_pod_exec\): 'off' is not one of true, false"
+    ):
+        settings.resolve(_config(pytester, "envtest_pod_exec = off\n"))

@@ -118,3 +118,57 @@ def test_plane_dirs_skip_the_lock_files_kept_planes_leave_beside_them(tmp_path: 
     (tmp_path / "stray-file").touch()
     assert supervisor.plane_dirs(tmp_path) == [tmp_path / "kept"]
     assert supervisor.plane_dirs(tmp_path / "missing") == []
+
+
+KWOK_PLANE = ["etcd", "kube-apiserver", "kwok"]
+
+
+def test_reusing_a_plane_with_other_pod_exec_or_streams_names_the_setting(tmp_path: Path) -> None:
+    state = write_state(tmp_path / "kept", os.getpid(), components=KWOK_PLANE, pod_exec=False)
+    with pytest.raises(UsageProblem, match="pod_exec: running off, asked for on"):
+        supervisor.check_reusable(state, version="1.37.2", components=KWOK_PLANE, job_pods="complete")
+    with pytest.raises(UsageProblem, match="pod_streams: running on, asked for off"):
+        supervisor.check_reusable(
+            state, version="1.37.2", components=KWOK_PLANE, job_pods="complete", pod_streams=False
+        )
+    supervisor.check_reusable(
+        state, version="1.37.2", components=KWOK_PLANE, job_pods="complete", pod_exec=False
+    )
+
+
+def test_pod_exec_and_streams_compare_by_what_the_plane_serves(tmp_path: Path) -> None:
+    """Without streams there is no exec, and without kwok neither: asking for them off changes nothing."""
+    no_streams = write_state(tmp_path / "a", os.getpid(), components=KWOK_PLANE, pod_streams=False)
+    assert (
+        supervisor.differences(
+            no_streams,
+            version="1.37.2",
+            components=KWOK_PLANE,
+            job_pods="complete",
+            pod_streams=False,
+            pod_exec=False,
+        )
+        == []
+    )
+    assert supervisor.differences(
+        no_streams, version="1.37.2", components=KWOK_PLANE, job_pods="complete"
+    ) == ["pod_streams: running off, asked for on"]
+    minimal = write_state(tmp_path / "b", os.getpid(), pod_streams=False, pod_exec=False)
+    assert (
+        supervisor.differences(minimal, version="1.37.2", components=minimal.components, job_pods="complete")
+        == []
+    )
+
+
+@pytest.mark.parametrize(("streams", "exec_"), [(True, True), (True, False), (False, True), (False, False)])
+def test_the_supervisor_reads_back_the_pod_settings_launch_writes(
+    tmp_path: Path, streams: bool, exec_: bool
+) -> None:
+    from envtest.plane import supervise
+
+    argv = supervisor.supervise_argv(
+        tmp_path, name="p", components=KWOK_PLANE, pod_streams=streams, pod_exec=exec_
+    )
+    assert argv[1:3] == ["-m", "envtest.plane.supervise"]
+    args = supervise.build_parser().parse_args(argv[3:])
+    assert (args.pod_streams, args.pod_exec) == (streams, exec_)

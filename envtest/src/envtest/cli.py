@@ -52,6 +52,8 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
             components=components,
             job_pods=args.job_pods,
             conversion=args.conversion_webhook,  # None: not given, so any (re-applied CRDs keep it)
+            pod_streams=args.pod_streams,
+            pod_exec=args.pod_exec,
         )
         print(f"# control plane {args.name!r} is already running (pid {existing.pid})", file=sys.stderr)
         if args.crd:  # idempotent: a CRD edited since the plane started takes effect now
@@ -74,6 +76,8 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         job_pods=args.job_pods,
         conversion=conversion,
         timeout=args.timeout,
+        pod_streams=args.pod_streams,
+        pod_exec=args.pod_exec,
     )
     print(
         f"# control plane {args.name!r} ready at {state.server}; stop it with: {commands.down(args.name)}",
@@ -315,6 +319,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["complete", "hold"],
         default="complete",
         help="hold: Job pods stay Running until a test sets their phase",
+    )
+    up.add_argument(
+        "--no-pod-exec",
+        dest="pod_exec",
+        action="store_false",
+        help="exec on fake pods fails, naming the pod, instead of running the command on this host",
+    )
+    up.add_argument(
+        "--no-pod-streams",
+        dest="pod_streams",
+        action="store_false",
+        help="no logs, exec, attach or port-forward on fake pods (kwok runs no server; starts faster)",
     )
     up.add_argument(
         "--conversion-webhook",

@@ -99,6 +99,12 @@ def cri_lines(text: str, *, stream: str = "stdout", now: dt.datetime | None = No
     return "".join(f"{stamp} {stream} F {line}\n" for line in lines)
 
 
+def no_log_yet(namespace: str, pod: str, container: str) -> str:
+    """What `kubectl logs` shows for a container nothing wrote for: the line envtest's kwok build
+    writes into a missing log file when it is first read (patch 0003's sandboxLogsFile)."""
+    return f'container "{container}" of pod {namespace}/{pod} is fake (kwok): no log written yet'
+
+
 def append_log(path: Path, text: str, *, stream: str = "stdout") -> None:
     """Append ``text`` to a container log file (created with its folders); one write, so a
     follower never sees half a line."""

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--crd", action="append", default=[])
     parser.add_argument("--job-pods", default="complete", choices=["complete", "hold"])
     parser.add_argument("--owner-pid", type=int)
+    parser.add_argument("--no-pod-streams", dest="pod_streams", action="store_false")
+    parser.add_argument("--no-pod-exec", dest="pod_exec", action="store_false")
     parser.add_argument("--conversion-webhook", help="package.module:factory of the conversion server")
     parser.add_argument("--conversion-path", default=DEFAULT_PATH)
     parser.add_argument("--python-path", action="append", default=[], help="prepended to sys.path")
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             version=args.version,
             crds=crd_paths,
             job_pods=args.job_pods,
+            pod_streams=args.pod_streams,
+            pod_exec=args.pod_exec,
             workdir=args.state_dir / "plane",
             progress=lambda m: print(m, flush=True),
             # A supervised plane may be kept for months; reuse refuses it a day before this ends.
@@ -137,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             conversion_webhook=args.conversion_webhook or "",
             conversion_url=url,
             conversion_ca=ca.decode(),
+            pod_streams=args.pod_streams,
+            pod_exec=args.pod_exec,
         ).write(args.state_dir)
         stop.wait()
     finally:

@@ -79,6 +79,10 @@ class PlaneState:
     """Full URL of that endpoint (path included): every CRD re-apply must point at it."""
     conversion_ca: str = ""
     """PEM of the CA the apiserver trusts for it (the CRDs' caBundle)."""
+    pod_streams: bool = True
+    """Whether kwok serves logs/exec/attach/port-forward for fake pods (ControlPlane's pod_streams)."""
+    pod_exec: bool = True
+    """With pod_streams: whether exec runs commands on this host (False: exec requests fail)."""
 
     def write(self, state_dir: Path) -> None:
         tmp = state_dir / (STATE_FILE + ".tmp")
@@ -209,9 +213,13 @@ def differences(
     components: Sequence[str],
     job_pods: str,
     conversion: str | None = None,
+    pod_streams: bool = True,
+    pod_exec: bool = True,
 ) -> list[str]:
     """How a running plane differs from the settings a caller wants to reuse it with (empty: none).
-    ``conversion`` None: not compared (`envtest up` without the option); "" asks for none."""
+    ``conversion`` None: not compared (`envtest up` without the option); "" asks for none.
+    Pod streams and exec are compared by what they do: neither means anything without kwok, nor
+    exec without streams, so asking for exec off on a plane without streams is the same plane."""
     found: list[str] = []
     if state.version != version:
         found.append(f"k8s version: running {state.version}, asked for {version}")
@@ -219,10 +227,26 @@ def differences(
         found.append(f"components: running {','.join(state.components)}, asked for {','.join(components)}")
     if state.job_pods != job_pods:
         found.append(f"job_pods: running {state.job_pods}, asked for {job_pods}")
+    running_streams, running_exec = _pod_features(state.components, state.pod_streams, state.pod_exec)
+    wanted_streams, wanted_exec = _pod_features(components, pod_streams, pod_exec)
+    if running_streams != wanted_streams:
+        found.append(f"pod_streams: running {_on(running_streams)}, asked for {_on(wanted_streams)}")
+    elif running_exec != wanted_exec:
+        found.append(f"pod_exec: running {_on(running_exec)}, asked for {_on(wanted_exec)}")
     if conversion is not None and state.conversion_webhook != conversion:
         running = state.conversion_webhook or "none"
         found.append(f"conversion webhook: running {running}, asked for {conversion or 'none'}")
     return found
+
+
+def _pod_features(components: Sequence[str], streams: bool, exec_: bool) -> tuple[bool, bool]:
+    """(streams, exec) as the plane serves them: kwok runs the streaming server, exec lives in it."""
+    served = streams and "kwok" in components
+    return served, served and exec_
+
+
+def _on(value: bool) -> str:
+    return "on" if value else "off"
 
 
 def check_reusable(
@@ -233,12 +257,20 @@ def check_reusable(
     job_pods: str,
     conversion: str | None = None,
     now: dt.datetime | None = None,
+    pod_streams: bool = True,
+    pod_exec: bool = True,
 ) -> None:
     """Raise UsageProblem naming every differing setting and the command that stops the plane: a
     plane silently reused with other settings would make tests pass or fail for the wrong reason.
     So is one whose certificates have expired or end within a day (`certificate_problem`)."""
     found = differences(
-        state, version=version, components=components, job_pods=job_pods, conversion=conversion
+        state,
+        version=version,
+        components=components,
+        job_pods=job_pods,
+        conversion=conversion,
+        pod_streams=pod_streams,
+        pod_exec=pod_exec,
     )
     if found:
         raise UsageProblem(
@@ -285,6 +317,8 @@ def supervise_argv(
     job_pods: str = "complete",
     owner_pid: int | None = None,
     conversion: Conversion | None = None,
+    pod_streams: bool = True,
+    pod_exec: bool = True,
 ) -> list[str]:
     """The command line of `envtest.plane.supervise` (its parser reads back exactly these)."""
     argv = [
@@ -302,6 +336,10 @@ def supervise_argv(
     ]
     if version:
         argv += ["--version", version]
+    if not pod_streams:
+        argv.append("--no-pod-streams")
+    if not pod_exec:
+        argv.append("--no-pod-exec")
     for crd in crds:
         argv += ["--crd", str(Path(crd).resolve())]
     if owner_pid:
@@ -324,6 +362,8 @@ def launch(
     owner_pid: int | None = None,
     conversion: Conversion | None = None,
     timeout: float = 600.0,
+    pod_streams: bool = True,
+    pod_exec: bool = True,
 ) -> PlaneState:
     """Start a supervisor for a new plane and wait until it reports ready. Resolve the binaries first
     (callers do, with progress the user sees): otherwise `timeout` must cover a first-time build,
@@ -339,6 +379,8 @@ def launch(
         job_pods=job_pods,
         owner_pid=owner_pid,
         conversion=conversion,
+        pod_streams=pod_streams,
+        pod_exec=pod_exec,
     )
     return spawn(argv, state_dir, read_state, timeout=timeout, what="control plane")
 

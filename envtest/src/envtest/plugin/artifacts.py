@@ -12,6 +12,8 @@ from typing import Any
 import requests
 import yaml
 
+from envtest.plane import streams
+
 # Control-plane logs can be large; the end is what explains a failure.
 MAX_LOG_BYTES = 4 * 1024 * 1024
 # Noise for an operator author, and listing them costs the most.
@@ -74,9 +76,12 @@ def collect(
     logs: Mapping[str, Path] = {},
     resources: list[tuple[str, str]] | None = None,
     pod_logs: Mapping[str, Path] = {},
+    fake_pods: bool = False,
 ) -> Path:
     """Write everything to `dest` (replacing what a previous run left) and return it.
-    Best effort: a part that cannot be read is noted in `errors.txt` rather than raised."""
+    Best effort: a part that cannot be read is noted in `errors.txt` rather than raised.
+    ``fake_pods``: the namespaces' pods are kwok's (the local plane with pod streams), so every
+    container of every scheduled pod gets a log, the default line where `pod_logs` has none."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     errors: list[str] = []
@@ -116,9 +121,35 @@ def collect(
             _copy_tail(log, dest / ns / "pod-logs" / pod / name)
         except OSError as exc:
             errors.append(f"pod log {key}: {exc}")
+    if fake_pods:
+        for ns in namespaces:
+            try:
+                _write_unwritten_pod_logs(session, server, ns, dest / ns / "pod-logs", set(pod_logs))
+            except Exception as exc:
+                errors.append(f"{ns}/pod logs: {exc}")
     if errors:
         (dest / "errors.txt").write_text("\n".join(errors) + "\n")
     return dest
+
+
+def _write_unwritten_pod_logs(
+    session: requests.Session, server: str, ns: str, pod_logs_dir: Path, written: set[str]
+) -> None:
+    """The line `kubectl logs` shows for each container no log file exists for (kwok creates the file
+    only when something reads it): without it, a failed test's artifacts would miss those containers
+    and look as though the pod had none."""
+    resp = session.get(f"{server}/api/v1/namespaces/{ns}/pods", timeout=10)
+    resp.raise_for_status()
+    for pod in resp.json().get("items", []):
+        spec, name = pod.get("spec") or {}, pod["metadata"]["name"]
+        if not spec.get("nodeName"):  # not on kwok's node yet: `kubectl logs` has nothing to ask
+            continue
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            if f"{ns}/{name}/{container['name']}.log" in written:
+                continue
+            path = pod_logs_dir / name / f"{container['name']}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(streams.cri_lines(streams.no_log_yet(ns, name, container["name"])))
 
 
 def _write_events(session: requests.Session, server: str, ns: str, ns_dir: Path) -> None:

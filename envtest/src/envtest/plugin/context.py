@@ -310,6 +310,7 @@ class TestContext:
             namespaces=self.namespaces,
             logs=logs,
             pod_logs=pod_logs,
+            fake_pods=cluster.pods_dir is not None,
         )
         return self.artifacts
 

@@ -167,6 +167,8 @@ class ClusterSession:
                 crds=self._plane_crds(),
                 job_pods=s.job_pods,  # type: ignore[arg-type]
                 progress=self._progress,
+                pod_streams=s.pod_streams,
+                pod_exec=s.pod_exec,
             )
             plane.start()  # the conversion server, if any, outlives a failed start: finish() stops it
             cluster = LocalCluster.from_plane(plane)
@@ -222,6 +224,8 @@ class ClusterSession:
                     owner_pid=owner,
                     conversion=self._supervised_conversion(),
                     timeout=DETACHED_START_TIMEOUT,
+                    pod_streams=s.pod_streams,
+                    pod_exec=s.pod_exec,
                 )
                 reused = False
             else:
@@ -231,6 +235,8 @@ class ClusterSession:
                     components=s.components,
                     job_pods=s.job_pods,
                     conversion=s.conversion_webhook or "",
+                    pod_streams=s.pod_streams,
+                    pod_exec=s.pod_exec,
                 )
                 reused = True
         except UsageProblem as exc:
@@ -323,8 +329,13 @@ class ClusterSession:
             objects.apply(cluster.session, cluster.server, doc, source=source)
 
     def private_cluster(
-        self, *, components: str | None = None, job_pods: str | None = None, pod_exec: bool = True
+        self,
+        *,
+        components: str | None = None,
+        job_pods: str | None = None,
+        pod_exec: bool | None = None,
     ) -> LocalCluster:
+        """A plane for one test, with its `envtest_private` marker's settings; the run's for the rest."""
         s = self.settings
         plane = ControlPlane(
             components or s.components,
@@ -332,7 +343,8 @@ class ClusterSession:
             crds=self._plane_crds(),
             job_pods=job_pods or s.job_pods,  # type: ignore[arg-type]
             progress=self._progress,
-            pod_exec=pod_exec,
+            pod_streams=s.pod_streams,
+            pod_exec=s.pod_exec if pod_exec is None else pod_exec,
         )
         plane.start()
         cluster = LocalCluster.from_plane(plane, name="private")

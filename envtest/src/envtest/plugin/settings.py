@@ -20,6 +20,7 @@ from envtest.errors import ConfigError, UsageProblem
 
 BACKENDS = ("local", "existing", "kind")
 JOB_PODS = ("complete", "hold")
+ON_OFF = ("true", "false")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,18 @@ OPTIONS = (
         "kwok and Job pods: complete them, or hold them Running for the test to finish",
         "complete",
         JOB_PODS,
+    ),
+    _Opt(
+        "pod-streams",
+        "local plane: kwok serves logs, exec, attach and port-forward for fake pods (false: no server)",
+        "true",
+        ON_OFF,
+    ),
+    _Opt(
+        "pod-exec",
+        "local plane: exec on fake pods runs the command on this host (false: exec fails, naming the pod)",
+        "true",
+        ON_OFF,
     ),
     _Opt("keep", "keep the cluster after the run (state under ~/.cache/envtest/clusters/<name>)", flag=True),
     _Opt("cluster-name", "name of a kept local plane or of the kind cluster", "envtest"),
@@ -220,6 +233,10 @@ class Settings:
     """``package.module:factory`` of the plane's conversion server (see envtest.webhooks.conversion)."""
     conversion_path: str = "/convert"
     """Path of the conversion endpoint on that server; the CRDs' clientConfig URL ends with it."""
+    pod_streams: bool = True
+    """Local plane: logs/exec/attach/port-forward on fake pods (ControlPlane's pod_streams)."""
+    pod_exec: bool = True
+    """Local plane, with pod_streams: exec runs commands on this host (False: exec requests fail)."""
 
     def header(self) -> str:
         from envtest import binaries
@@ -318,4 +335,6 @@ def resolve(config: pytest.Config) -> Settings:
         kind_bin=Path(kind_bin).expanduser() if (kind_bin := _plugin_value(config, "kind_bin")) else None,
         conversion_webhook=conversion,
         conversion_path=config.getini("envtest_conversion_path") or "/convert",
+        pod_streams=values["pod-streams"] == "true",
+        pod_exec=values["pod-exec"] == "true",
     )
