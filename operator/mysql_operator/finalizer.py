@@ -25,8 +25,10 @@ scale-down began is recorded (`status.finalBackup.stoppingSince`), and
 
 * `grace + STOP_MARGIN_SECONDS` later (grace: the pods' terminationGracePeriodSeconds), the
   operator deletes the remaining pods itself, each with its uid as precondition and its own grace;
-* as long again later, pods still Terminating (their kubelet does not answer: a lost node) are
-  deleted with gracePeriodSeconds=0, as `kubectl delete --force` would.
+* a pod still Terminating `STOP_MARGIN_SECONDS` after its own deadline (its deletionTimestamp: the
+  delete plus its grace; its kubelet does not answer, a lost node) is deleted with
+  gracePeriodSeconds=0, as `kubectl delete --force` would. Judged per pod: one still inside its own
+  grace period, shutting down cleanly, is never cut short.
 
 Each forced deletion is a Warning Event `ForcedPodDeletion` naming the pods.
 """
@@ -294,31 +296,48 @@ class FinalBackup:
             return
         grace = max(pod_grace(p) for p in pods)
         bound = grace + STOP_MARGIN_SECONDS
-        elapsed = (self.r.now() - since).total_seconds()
-        if elapsed < bound:
+        now = self.r.now()
+        if (now - since).total_seconds() < bound:
             return
-        if elapsed >= 2 * bound:
-            # Deleted and still there a grace period later: no kubelet is answering for them.
-            targets = [p for p in pods if p["metadata"].get("deletionGracePeriodSeconds") != 0]
-            how, grace_override = "with gracePeriodSeconds=0 (their node does not answer)", 0
-        else:
-            targets = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-            how, grace_override = "with their own grace period", None
+        # Never deleted yet (the controller stalled before them): a delete with their own grace, so
+        # the server still shuts down cleanly.
+        stalled = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        # Deleted, and still there STOP_MARGIN_SECONDS past their own deadline (deletionTimestamp is
+        # the delete plus its grace): no kubelet answers for them. Judged per pod, so a pod still
+        # inside its grace period (OrderedReady deletes one at a time) is never cut short.
+        lost = [
+            p
+            for p in pods
+            if (deadline := parse_time(p["metadata"].get("deletionTimestamp"))) is not None
+            and p["metadata"].get("deletionGracePeriodSeconds") != 0
+            and (now - deadline).total_seconds() >= STOP_MARGIN_SECONDS
+        ]
+        self._force(
+            cluster,
+            stalled,
+            None,
+            f"still there {int(bound)}s after the scale to 0 ({grace}s grace + {int(STOP_MARGIN_SECONDS)}s); "
+            "deleted them with their own grace period",
+        )
+        self._force(
+            cluster,
+            lost,
+            0,
+            f"still Terminating {int(STOP_MARGIN_SECONDS)}s past their grace period; deleted them with "
+            "gracePeriodSeconds=0 (their node does not answer)",
+        )
+
+    def _force(self, cluster: Obj, pods: list[Obj], grace: int | None, why: str) -> None:
         deleted = [
             p["metadata"]["name"]
-            for p in targets
-            if delete_exactly(self.r.client, Pod, p, grace_period_seconds=grace_override)
+            for p in pods
+            if delete_exactly(self.r.client, Pod, p, grace_period_seconds=grace)
         ]
         if deleted:
-            after = int(bound if grace_override is None else 2 * bound)
-            message = (
-                f"database pod(s) {', '.join(deleted)} still there {after}s after the scale to 0 "
-                f"({grace}s grace + {int(STOP_MARGIN_SECONDS)}s); deleted them {how}"
-            )
             log.warning(
                 "forced pod deletion", extra={"cluster": cluster["metadata"]["name"], "pods": deleted}
             )
-            self.r.event(cluster, "Warning", FORCED, message)
+            self.r.event(cluster, "Warning", FORCED, f"database pod(s) {', '.join(deleted)} {why}")
 
     def _drive_job(self, cluster: Obj, recorded: Obj) -> Step:
         meta = cluster["metadata"]

@@ -112,6 +112,12 @@ def replication_script(engine: Engine) -> str:
         tls = "tls=1"
     return f"""set -u
 trap 'exit 0' TERM INT
+# The password goes into SQL string literals: only what needs no quoting (generated ones are so).
+case "$REPLICATION_PASSWORD" in
+  '' | *[!A-Za-z0-9_-]*)
+    echo "replication: the credentials Secret's replication-password must be non-empty [A-Za-z0-9_-]" >&2
+    exit 1 ;;
+esac
 ordinal="${{HOSTNAME##*-}}"
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
 sql() {{ {engine.client} -h 127.0.0.1 -u root -N "$@"; }}

@@ -11,18 +11,18 @@ from mysql_operator.reconciler import MySQLClusterReconciler
 
 
 @pytest.fixture
-def kube() -> FakeKube:
-    return FakeKube()
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def kube(clock: Clock) -> FakeKube:
+    return FakeKube(clock=clock)
 
 
 @pytest.fixture
 def events() -> RecordingEvents:
     return RecordingEvents()
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

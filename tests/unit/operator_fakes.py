@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -83,7 +84,9 @@ def _apiserver_defaults(kind: str, obj: Obj) -> None:
 
 
 class FakeKube:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        self.clock = clock or (lambda: START)
+        """The apiserver's now: a graceful pod delete sets deletionTimestamp to now + the grace."""
         self.objects: dict[tuple[str, str | None, str], Obj] = {}
         self.writes: list[tuple[str, str, str]] = []
         """(verb, resource[/subresource], name) of every write, in order."""
@@ -240,7 +243,8 @@ class FakeKube:
             grace = grace_period_seconds
             if grace is None:
                 grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            obj["metadata"].setdefault("deletionTimestamp", "2026-01-01T00:00:00Z")
+            deadline = self.clock() + timedelta(seconds=grace)
+            obj["metadata"].setdefault("deletionTimestamp", deadline.strftime("%Y-%m-%dT%H:%M:%SZ"))
             obj["metadata"]["deletionGracePeriodSeconds"] = grace
             obj["metadata"]["resourceVersion"] = str(next(self._rv))
         elif obj["metadata"].get("finalizers"):

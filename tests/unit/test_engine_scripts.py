@@ -132,7 +132,7 @@ class Pod:
             engine, str(self.data), conf_dir=str(self.conf), initdb_dir=str(self.initdb)
         )
 
-    def run(self, script: str, hostname: str) -> Run:
+    def run(self, script: str, hostname: str, env: dict[str, str] | None = None) -> Run:
         calls, sleeps, state = self.root / "calls.jsonl", self.root / "sleeps", self.root / "rules.json"
         for path in (calls, sleeps):
             path.write_text("")
@@ -147,6 +147,7 @@ class Pod:
             "FAKE_DB_STATE": str(state),
             "FAKE_DB_CALLS": str(calls),
             "FAKE_SLEEPS": str(sleeps),
+            **(env or {}),
         }
         done = subprocess.run(
             [*self.shell, "-c", script],
@@ -434,3 +435,15 @@ def test_a_failed_status_query_is_asked_again_not_taken_for_no_replication(pod: 
     run = sidecar(pod, engine, "db-mysql-1")
     assert run.sql() == ["SELECT 1", engine.status_statement, engine.status_statement]
     assert run.sleeps == ["5", "3600"]
+
+
+@pytest.mark.parametrize("password", ["", "it's", "back\\slash", "semi;colon", "new\nline"])
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_replication_password_that_would_need_quoting_is_refused_before_any_sql(
+    pod: Pod, engine: Engine, password: str
+) -> None:
+    run = pod.run(
+        replication.replication_script(engine), "db-mysql-0", env={"REPLICATION_PASSWORD": password}
+    )
+    assert run.code == 1 and "replication-password must be" in run.stdout, run.stdout
+    assert run.calls == [], "no SQL may run with such a password"

@@ -225,6 +225,23 @@ def test_pods_still_terminating_after_the_second_bound_are_deleted_with_no_grace
     assert kube.peek(Job, "ns", "db-final-backup") is not None
 
 
+def test_a_pod_inside_its_own_grace_period_is_never_cut_short(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
+) -> None:
+    stuck_scale_down(kube, reconciler)
+    # The controller got round to pod 2 late (OrderedReady deletes one at a time): its server is
+    # shutting down, within its grace period, when the operator's bounds from stoppingSince pass.
+    clock.advance(2 * FORCE_AFTER - 10)
+    kube.delete(Pod, "ns", "db-mysql-2")
+    kube.graces.clear()
+    clock.advance(20)
+    assert reconciler.reconcile(KEY) == POLL
+    assert pod_deletes(kube) == [("db-mysql-0", None), ("db-mysql-1", None)], "pod 2 must not be forced"
+    clock.advance(GRACE - 10 + finalizer.STOP_MARGIN_SECONDS)  # pod 2's deadline plus the margin
+    assert reconciler.reconcile(KEY) == POLL
+    assert ("db-mysql-2", 0) in pod_deletes(kube)
+
+
 def test_a_look_alike_pod_not_of_our_statefulset_is_never_deleted(
     reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
 ) -> None:

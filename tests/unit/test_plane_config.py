@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from envtest import crds
-from envtest.errors import CRDError
-from envtest.plane import flags, kwok
+from envtest.errors import ConfigError, CRDError
+from envtest.plane import controlplane, flags, kwok
 from envtest.plane.controlplane import ControlPlane
 from envtest.plane.process import ManagedProcess
 
@@ -101,3 +103,14 @@ def test_a_5xx_while_starting_retries_after_readyz_and_a_refused_crd_fails_at_on
     with pytest.raises(CRDError, match=r"crd.yaml: rejected \(422\)"):
         plane._install_crds_early()
     assert apiserver.waited == ["serving"], "no retry: the apiserver's answer would be the same"
+
+
+def test_a_kwok_not_built_by_envtest_is_refused_naming_the_switch_when_streams_are_on(tmp_path: Path) -> None:
+    foreign = tmp_path / "assets" / "kwok"
+    foreign.parent.mkdir()
+    foreign.write_text("#!/bin/sh\n")
+    with pytest.raises(ConfigError, match="envtest_pod_streams = false") as caught:
+        controlplane._check_patched_kwok(foreign)
+    assert str(foreign) in str(caught.value)
+    (foreign.parent / "kwok.build").write_text("v0.8.0+envtest.x\n")
+    controlplane._check_patched_kwok(foreign)  # envtest's build (its stamp beside it): accepted

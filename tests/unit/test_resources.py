@@ -287,3 +287,18 @@ def test_cronjob_dumps_with_the_engines_own_program() -> None:
     (c,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert (env["DUMP"], c["image"]) == ("mariadb-dump", "mariadb:10.11")
+
+
+def test_a_restored_cluster_drops_the_restore_step_and_the_sources_claim() -> None:
+    restoring = live(restore={"fromCluster": "old"})
+    pod = resources.statefulset(restoring)["spec"]["template"]["spec"]
+    assert pod["initContainers"][0]["name"] == "restore"
+    assert any(
+        (v.get("persistentVolumeClaim") or {}).get("claimName") == "old-backup" for v in pod["volumes"]
+    )
+    restored = {**restoring, "status": {"restoredFrom": "old"}}
+    pod = resources.statefulset(restored)["spec"]["template"]["spec"]
+    assert "restore" not in [c["name"] for c in pod["initContainers"]]
+    assert not any(
+        (v.get("persistentVolumeClaim") or {}).get("claimName") == "old-backup" for v in pod["volumes"]
+    )

@@ -61,6 +61,12 @@ done
 `,
 		replication: `set -u
 trap 'exit 0' TERM INT
+# The password goes into SQL string literals: only what needs no quoting (generated ones are so).
+case "$REPLICATION_PASSWORD" in
+  '' | *[!A-Za-z0-9_-]*)
+    echo "replication: the credentials Secret's replication-password must be non-empty [A-Za-z0-9_-]" >&2
+    exit 1 ;;
+esac
 ordinal="${HOSTNAME##*-}"
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
 sql() { mariadb -h 127.0.0.1 -u root -N "$@"; }
@@ -130,6 +136,12 @@ done
 `,
 		replication: `set -u
 trap 'exit 0' TERM INT
+# The password goes into SQL string literals: only what needs no quoting (generated ones are so).
+case "$REPLICATION_PASSWORD" in
+  '' | *[!A-Za-z0-9_-]*)
+    echo "replication: the credentials Secret's replication-password must be non-empty [A-Za-z0-9_-]" >&2
+    exit 1 ;;
+esac
 ordinal="${HOSTNAME##*-}"
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
 sql() { mysql -h 127.0.0.1 -u root -N "$@"; }
@@ -193,6 +205,7 @@ const restoreScript = `set -eu
 set -o pipefail
 data=/var/lib/mysql
 incomplete="$data/.restore-incomplete"
+restored="$data/.restored-from"
 fail() { echo "restore: $*" | tee /dev/termination-log >&2; exit 1; }
 if [ "${HOSTNAME##*-}" -ne 0 ]; then
   echo "restore: a replica starts empty and replicates from pod 0"; exit 0
@@ -201,7 +214,10 @@ if [ -e "$incomplete" ]; then
   echo "restore: an earlier restore did not finish; starting it again"
   find "$data" -mindepth 1 -maxdepth 1 ! -name lost+found ! -name .restore-incomplete -exec rm -rf {} +
 elif [ -n "$(ls -A "$data" | grep -v '^lost+found$')" ]; then
-  echo "restore: the datadir is not empty; left as it is"; exit 0
+  if [ -e "$restored" ]; then
+    echo "restore: done before ($(cat "$restored")); left as it is"; exit 0
+  fi
+  fail "pod 0's datadir holds data no restore put there (a data PersistentVolumeClaim kept from an earlier cluster of this name?): not restoring over it; delete that claim, or restore into another name"
 fi
 archive=$(ls /restore | grep -E '^final-.*[.]tar[.]gz$' | sort | tail -n 1 || true)
 [ -n "$archive" ] || fail "no final-*.tar.gz in PersistentVolumeClaim $SOURCE_PVC (was $SOURCE_CLUSTER deleted with backup enabled, and did its final backup succeed?)"
@@ -209,6 +225,7 @@ archive="/restore/$archive"
 touch "$incomplete"
 start=$(date +%s)
 gzip -dc "$archive" | tar -xf - -C "$data" || fail "unpacking $archive from $SOURCE_PVC failed"
+echo "$SOURCE_CLUSTER $(basename "$archive")" > "$restored"
 rm "$incomplete"
 echo "restore: $archive from $SOURCE_PVC unpacked in $(($(date +%s) - start)) s"
 `

@@ -26,6 +26,7 @@ import urllib3
 import yaml
 
 from envtest import binaries, crds
+from envtest.binaries import gobuild
 from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
@@ -219,7 +220,11 @@ class ControlPlane:
     def _resolve_binaries(self) -> dict[str, Path]:
         needed = [c for c in self.components if c not in self._binary_paths]
         found = binaries.resolve_all(needed, version=self.version, progress=self._progress) if needed else {}
-        return {**found, **self._binary_paths}
+        paths = {**found, **self._binary_paths}
+        kwok_binary = paths.get(KWOK)
+        if self._serves_pod_streams and kwok_binary is not None:
+            _check_patched_kwok(kwok_binary)
+        return paths
 
     def _write_pki(self) -> None:
         pki = private_dir(self.workdir / "pki")
@@ -485,3 +490,16 @@ def _https_ok(url: str) -> bool:
         warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
         with direct_session() as session:
             return session.get(url, timeout=2, verify=False).status_code == 200
+
+
+def _check_patched_kwok(path: Path) -> None:
+    """Serving logs/exec/attach/port-forward takes envtest's kwok build (its flags and fixes); a kwok
+    from elsewhere (TEST_ASSET_KWOK, KUBEBUILDER_ASSETS, an explicit path) would die on an unknown
+    flag with nothing pointing here."""
+    if not (path.parent / gobuild.KWOK_STAMP).is_file():
+        raise ConfigError(
+            f"kwok at {path} is not envtest's build (no {gobuild.KWOK_STAMP} beside it), which serving "
+            "logs, exec, attach and port-forward on fake pods needs: let envtest build it (unset the "
+            "variable that points there), or turn the streams off (ini envtest_pod_streams = false, "
+            "--envtest-pod-streams=false, `envtest up --no-pod-streams`, ControlPlane(pod_streams=False))"
+        )
