@@ -120,6 +120,17 @@ def test_relay_to_an_unregistered_port_fails_naming_the_pod_and_port(tmp_path: P
     assert "no port-forward target registered for port 9999 of pod ns/web" in done.stderr.decode()
 
 
+@pytest.mark.parametrize("content", ["", "127.0.0.1", "127.0.0.1:http", ":8080"])
+def test_relay_to_a_malformed_target_file_fails_naming_it(tmp_path: Path, content: str) -> None:
+    target = streams.port_path(tmp_path, "ns", "web", 8080)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    done = _relay(target, b"")
+    assert done.returncode == 1, done.stderr
+    assert f"port-forward target file {target}: want HOST:PORT" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+
+
 # -- FakePods --------------------------------------------------------------------------------------------
 
 

@@ -36,6 +36,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    if not host or not port.isdigit():
+        print(f"port-forward target file {target_file}: want HOST:PORT, not {host}:{port!r}", file=sys.stderr)
+        return 1
     try:
         sock = socket.create_connection((host, int(port)))
     except OSError as exc:
