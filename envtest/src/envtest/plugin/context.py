@@ -207,9 +207,10 @@ class TestContext:
                 shared = "-".join(
                     (OPERATOR_SERVICE_ACCOUNT, clusterrole, self.session.run_id, self.session.worker)
                 )
-                if shared not in _SHARED_ROLES.get(cluster, ()):
-                    docs.append(rbac.cluster_role(shared, rules, self.session.labels))
-                    new_shared = shared
+                # Applied with every grant, not once: an apply of an unchanged role is cheap, and a
+                # role swept away meanwhile (by anything) would leave the binding pointing at nothing.
+                docs.append(rbac.cluster_role(shared, rules, self.session.labels))
+                new_shared = shared
                 name = f"{OPERATOR_SERVICE_ACCOUNT}-{namespace}"
                 labels = {**self.session.labels, rbac.NAMESPACE_LABEL: namespace}
                 docs.append(
