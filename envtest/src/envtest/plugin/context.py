@@ -12,7 +12,6 @@ import re
 import secrets
 import time
 import warnings
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
@@ -39,9 +38,6 @@ TEARDOWN_WAIT = 60.0
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-_SHARED_ROLES: weakref.WeakKeyDictionary[Cluster, set[str]] = weakref.WeakKeyDictionary()
-"""Per cluster, the shared ClusterRoles this process has applied there (see `operator_kubeconfig`)."""
 
 
 class SessionView(Protocol):
@@ -189,7 +185,6 @@ class TestContext:
         after their sum."""
         sa = {"service_account": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace}
         docs: list[dict[str, Any]] = []
-        new_shared: str | None = None
         clusterrole = self.session.operator_clusterrole()
         if clusterrole is not None:
             docs.append(
@@ -210,7 +205,6 @@ class TestContext:
                 # Applied with every grant, not once: an apply of an unchanged role is cheap, and a
                 # role swept away meanwhile (by anything) would leave the binding pointing at nothing.
                 docs.append(rbac.cluster_role(shared, rules, self.session.labels))
-                new_shared = shared
                 name = f"{OPERATOR_SERVICE_ACCOUNT}-{namespace}"
                 labels = {**self.session.labels, rbac.NAMESPACE_LABEL: namespace}
                 docs.append(
@@ -251,8 +245,6 @@ class TestContext:
             rbac.url_of(cluster.server, d) for d in docs if d["kind"] == "ClusterRoleBinding"
         )
         _concurrently(calls)
-        if new_shared is not None:
-            _SHARED_ROLES.setdefault(cluster, set()).add(new_shared)
         return path
 
     def stop_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:
