@@ -128,7 +128,9 @@ def test_the_cluster_scoped_role_is_shared_and_everything_else_is_per_test(
     for i in (1, 2):
         TestContext(session, f"t{i}").operator_kubeconfig(cluster, f"ns{i}")  # type: ignore[arg-type]
     api = cluster.session
-    assert api.urls("PATCH", "/clusterroles/") == [SHARED], "applied once per process and cluster"
+    # One role per process and cluster (one name), applied again with each grant: a role swept away
+    # in between must not leave the next test's binding pointing at nothing.
+    assert api.urls("PATCH", "/clusterroles/") == [SHARED, SHARED]
     assert api.urls("PATCH", "/clusterrolebindings/") == [
         f"{RBAC}/clusterrolebindings/envtest-operator-ns1".removeprefix(SERVER),
         f"{RBAC}/clusterrolebindings/envtest-operator-ns2".removeprefix(SERVER),
