@@ -160,11 +160,20 @@ class MySQLClusterSpec(_Model):
     replicas: int = Field(ge=1, le=9)
     """Number of MySQL pods. Pod 0 is the primary (Service `<name>-primary`); the others replicate
     from it (GTID auto-position) and are read-only."""
-    engine: EngineName = "mysql"
-    """Database server: `mysql` (8.0.23 or newer) or `mariadb` (10.6 or newer)."""
+    engine: EngineName = Field(
+        default="mysql",
+        json_schema_extra={
+            # A datadir belongs to one server: switching would start the other on files it cannot read.
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "engine is immutable"}]
+        },
+    )
+    """Database server: `mysql` (8.0.23 or newer) or `mariadb` (10.6 or newer). Immutable."""
     version: str | None = Field(default=None, pattern=VERSION_PATTERN, max_length=64)
-    """Tag of the engine's image, e.g. `8.4` or `10.11`; unset means 8.4 for mysql, 10.11 for mariadb.
-    Versions the operator cannot drive (mysql before 8.0.23, mariadb before 10.6) are refused."""
+    """Tag of the engine's image, e.g. `8.4` or `10.11`. Unset: the engine's default when the cluster is
+    created (8.4 for mysql, 10.11 for mariadb), kept afterwards, so an operator upgrade never upgrades
+    the database (`status.version` shows it); to upgrade, set it. Versions the operator cannot drive
+    (mysql before 8.0.23, mariadb before 10.6) are refused, and so is a downgrade (older major.minor
+    than the pods run): a datadir cannot go back."""
     storage: Storage = Field(
         json_schema_extra={
             # volumeClaimTemplates of a StatefulSet cannot change after creation.
@@ -251,6 +260,9 @@ class MySQLClusterStatus(_Model):
     """Ready, Progressing and Degraded."""
     final_backup: FinalBackupStatus | None = Field(default=None, alias="finalBackup")
     """Set once the cluster is being deleted with a final backup wanted."""
+    version: str | None = Field(default=None, max_length=64)
+    """Tag of the engine's image the database pods run: `spec.version`, or with it unset the engine's
+    default when the cluster was created, kept since (an operator upgrade never upgrades a database)."""
     restored_from: str | None = Field(default=None, alias="restoredFrom", max_length=MAX_NAME_LENGTH)
     """With `spec.restore`: the source cluster, set once pod 0 first became ready on the restored data."""
 

@@ -11,8 +11,8 @@ point a replica        ``CHANGE REPLICATION SOURCE TO ...``   ``CHANGE MASTER TO
                        ``SOURCE_AUTO_POSITION=1``             ``=slave_pos``
 read-only replica      ``read_only`` + ``super_read_only``    ``read_only`` (accounts with READ_ONLY
                        (refuses root too)                     ADMIN, root among them, still write)
-client programs        ``mysql``, ``mysqladmin``,             ``mariadb``, ``mariadb-admin``,
-                       ``mysqldump``                          ``mariadb-dump``
+programs               ``mysqld``, ``mysql``, ``mysqladmin``,  ``mariadbd``, ``mariadb``,
+                       ``mysqldump``                          ``mariadb-admin``, ``mariadb-dump``
 =====================  =====================================  ========================================
 
 The versions are the oldest that have the syntax used: ``CHANGE REPLICATION SOURCE`` and
@@ -38,6 +38,8 @@ class Engine:
     """Image tags of versions the operator can drive (a CEL-compatible RE2 regex)."""
     supported: str
     """The same, in words, for error messages."""
+    server: str
+    """The server program, which the official images' entrypoint is given to start (their CMD)."""
     client: str
     dump: str
     gtid_config: tuple[str, ...]
@@ -80,6 +82,7 @@ MYSQL = Engine(
     default_version="8.4",
     version_pattern=_MYSQL,
     supported="8.0.23 or newer (8.0, 8.4, 9.x)",
+    server="mysqld",
     client="mysql",
     dump="mysqldump",
     gtid_config=("gtid-mode=ON", "enforce-gtid-consistency=ON"),
@@ -91,6 +94,7 @@ MARIADB = Engine(
     default_version="10.11",
     version_pattern=_MARIADB,
     supported="10.6 or newer (10.6, 10.11, 11.x)",
+    server="mariadbd",
     client="mariadb",
     dump="mariadb-dump",
     gtid_config=("log-bin=mysql-bin", "log-slave-updates=ON", "gtid-strict-mode=ON", "binlog-format=ROW"),

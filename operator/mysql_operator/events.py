@@ -17,6 +17,7 @@ import logging
 import queue
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,16 +126,17 @@ class EventRecorder:
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Send what is queued (for up to `timeout` seconds), then end the sender."""
+        """Send what is queued (for up to `timeout` seconds in all), then end the sender."""
         thread, self._thread = self._thread, None
         if thread is None:
             return
+        deadline = time.monotonic() + timeout  # one budget for both waits: a shutdown has its own
         try:
             self._queue.put(None, timeout=max(timeout, 0.01))  # behind everything queued
         except queue.Full:
             log.warning("event sender: queue still full at stop; dropping the rest")
             return
-        thread.join(timeout)
+        thread.join(max(deadline - time.monotonic(), 0.0))
 
     def flush(self) -> int:
         """Write every queued event on this thread; returns how many calls were handled."""

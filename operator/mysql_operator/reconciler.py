@@ -21,7 +21,7 @@ from croniter import croniter
 from pydantic import ValidationError
 from pykube.exceptions import HTTPError
 
-from . import resources
+from . import resources, versions
 from .api import FINALIZER, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
 from .client import CONFLICT, INVALID, ApiClient, KubeClient, delete_exactly, error_code
 from .events import EventRecorder, EventType
@@ -112,11 +112,16 @@ class MySQLClusterReconciler:
             )
             return self._stop(cluster, Problem("InvalidSchedule", message))
 
+        live_sts = self.client.get(StatefulSet, namespace, resources.Names(name).statefulset)
+        tag, refused = versions.choose(spec, live_sts)
         try:
-            problems, sts = self._ensure_children(cluster, spec)
+            # Children are built at the chosen tag: an unset version keeps what the pods run.
+            problems, sts = self._ensure_children(versions.with_version(cluster, tag), spec)
         except ClusterGoing:
             # The deletion's watch event brings the key back anyway; the requeue only makes sure.
             return Result(requeue=True)
+        if refused:
+            problems.append(Problem(versions.VERSION_DOWNGRADE, refused, fatal=False))
         restored_now = False
         if spec.restore is not None and not (cluster.get("status") or {}).get("restoredFrom"):
             restored_now, restore_problems = self._restore_progress(cluster, spec, sts)

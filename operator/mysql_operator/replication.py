@@ -5,16 +5,22 @@ its ordinal (the StatefulSet gives every pod the same template). What must hold 
 before — a killed init, a restart, a lost pod — is set on every start, never once:
 
 * `configure` (init container) writes the server's my.cnf: `server-id = 100 + ordinal`, GTIDs and,
-  on a replica, `read_only` (and MySQL's `super_read_only`): a replica's real server is read-only
-  from its first start on, whether or not replication was ever set up (the image's one-time init
-  phase, networking off, runs without it: its own writes would fail). A replica whose one-time datadir
-  init was interrupted (no marker from the image's init phase) is wiped to be initialised again:
-  its data comes from the primary anyway, and a half-initialised datadir would otherwise come back
-  without the root password, unusable and never replicating. The primary's datadir is never wiped.
+  on a replica, `read_only` (and MySQL's `super_read_only`), made active by the server's start.
+* The server container's command (`start_script`) runs before the image's entrypoint on every start
+  of the container, also when the kubelet restarts a crashed server without rerunning init
+  containers. On a replica: a datadir whose one-time init ran to its end (the marker of the image's
+  init phase) gets `read_only` at once, so the real server is read-only from its first start on,
+  whether or not replication was ever set up (the init phase, networking off, runs without it: its
+  own writes would fail); a datadir whose init was interrupted (no marker) is wiped to be
+  initialised again: its data comes from the primary anyway, and a half-initialised datadir would
+  otherwise come back without the root password, writable, unusable and never replicating. The
+  primary's datadir is never wiped.
 * `replication` (sidecar) waits for the local server, then on pod 0 ensures the replication account
-  (REPLICATION SLAVE only, its own password), and on a replica that has no source yet points it at
-  pod 0 with GTID auto-position (TLS when the primary has it) and starts it. It never restarts a
-  replication someone stopped: a stopped replica is unready, for a human to look at.
+  (REPLICATION SLAVE only, its own password), and on a replica that has no source points it at
+  pod 0 with GTID auto-position (TLS when the primary has it) and starts it — at its start and again
+  whenever a later look (every `RECHECK_SECONDS`) finds no source, as after the server's restart on a
+  wiped datadir. It never restarts a replication someone stopped: a stopped replica keeps its source
+  and is unready, for a human to look at.
 * Readiness is what clients rely on: the server answers an authenticated query (`mysqladmin ping`
   exits 0 even on "Access denied"), and a replica's IO and SQL threads both run.
 
@@ -40,6 +46,10 @@ INITIALISED_MARKER = "mysql-operator-initialised"
 A plain file in the datadir's root is no schema to the server."""
 LEGACY_INITIALISED = "mysqld-auto.cnf"
 """What earlier replica inits wrote last (SET PERSIST): a datadir with it finished its init too."""
+RECHECK_SECONDS = 10
+"""How often a replica's sidecar looks whether its server lost its source (restarted on a new datadir)."""
+ENTRYPOINT = "docker-entrypoint.sh"
+"""The official images' entrypoint (on PATH), which the server container's command hands over to."""
 REPLICATION_USER = "repl"
 SIDECAR_RESOURCES = {"cpu": "20m", "memory": "32Mi"}
 TERMINATION_GRACE_SECONDS = 120
@@ -55,7 +65,6 @@ def configure_script(
     config = "\n".join(engine.gtid_config)
     replica = "\\n".join(engine.replica_config)
     pending, active = f"{conf_dir}/replica.cnf.pending", f"{conf_dir}/replica.cnf"  # only *.cnf is read
-    initialised = f"[ -e {data_dir}/{INITIALISED_MARKER} ] || [ -e {data_dir}/{LEGACY_INITIALISED} ]"
     return f"""set -eu
 ordinal="${{HOSTNAME##*-}}"
 {{
@@ -73,13 +82,29 @@ if [ -e {pending} ]; then cp {pending} {active}; fi
 EOF
 if [ "$ordinal" -gt 0 ]; then
   printf '[mysqld]\\n{replica}\\n' > {pending}
+fi
+"""
+
+
+def start_script(engine: Engine, data_dir: str, *, conf_dir: str = CONF_DIR) -> str:
+    """The server container's command: `sh -c <this> sh <server>`. It settles a replica's datadir on
+    every start of the container, then hands over to the image's entrypoint with the server's name."""
+    pending, active = f"{conf_dir}/replica.cnf.pending", f"{conf_dir}/replica.cnf"
+    initialised = f"[ -e {data_dir}/{INITIALISED_MARKER} ] || [ -e {data_dir}/{LEGACY_INITIALISED} ]"
+    return f"""set -eu
+if [ -e {pending} ]; then
   if {initialised}; then
     cp {pending} {active}
-  elif [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
-    echo "configure: the datadir's first init did not finish; clearing it to initialise again from scratch"
-    find {data_dir} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+  else
+    # Read-only only once the init phase has run (again): its own writes would be refused.
+    rm -f {active}
+    if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
+      echo "{engine.server}: the datadir's first init did not finish; clearing it to initialise it again"
+      find {data_dir} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+    fi
   fi
 fi
+exec {ENTRYPOINT} "$@"
 """
 
 
@@ -128,20 +153,29 @@ if [ "$ordinal" -eq 0 ]; then
       ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
       GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
   echo "replication: account $REPLICATION_USER ready"
-else
+  while :; do pause 3600; done
+fi
+# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
+# is. Looked at again every {RECHECK_SECONDS} s: a server restarted alone (no new pod, so no new
+# sidecar) on a datadir its start wiped has no source any more.
+point() {{
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
   until status="$(sql -e '{engine.status_statement}')"; do pause 5; done
-  if [ -n "$status" ]; then
-    echo "replication: already configured; left as it is"
-  else
-    until {tls} \\
-      && sql -e "{engine.point_replica_sql()}"
-    do pause 5; done
-    echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+  [ -z "$status" ] || return 1
+  until {tls} \\
+    && sql -e "{engine.point_replica_sql()}"
+  do pause 5; done
+  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+}}
+point || echo "replication: already configured; left as it is"
+while :; do
+  pause {RECHECK_SECONDS}
+  if status="$(sql -e '{engine.status_statement}' 2>/dev/null)" && [ -z "$status" ]; then
+    echo "replication: the server has no source (restarted on a new datadir?)"
+    point || :
   fi
-fi
-while :; do pause 3600; done
+done
 """
 
 
@@ -172,6 +206,7 @@ def mysql_pod_spec(
     server = {
         "name": "mysql",
         "image": image,
+        "command": ["sh", "-c", start_script(engine, data_dir), "sh", engine.server],
         "ports": [{"name": "mysql", "containerPort": port}],
         "env": [password_env, {"name": "PRIMARY_HOST", "value": primary_host}],
         "resources": resources,

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .resources import MYSQL_PORT, Names
+from .versions import running_tag
 
 Obj = dict[str, Any]
 
@@ -135,6 +136,9 @@ def compute_status(
     recorded = final_backup if final_backup is not None else (cluster.get("status") or {}).get("finalBackup")
     if recorded:
         status["finalBackup"] = recorded
+    tag = running_tag(sts)
+    if tag:
+        status["version"] = tag
     restored = (cluster.get("status") or {}).get("restoredFrom")
     if restored:  # a record, like finalBackup: kept by every later status write
         status["restoredFrom"] = restored

@@ -88,6 +88,10 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
     ns, ref = mysql.namespace, owned_by(cr)
 
     cr = assert_converged(mysql, "sample", replicas=1, version="8.4")  # no version: mysql's default
+    eventually(
+        lambda: assert_matches(mysql.must_get("sample"), {"status": {"version": "8.4"}}),
+        timeout=mysql.timeouts(30),
+    )
 
     secret = mysql.child("secret", "sample")
     assert_matches(secret, {"metadata": {"annotations": {RETAINED: "true"}}, "data": {"root-password": str}})

@@ -145,3 +145,20 @@ def test_restore_is_set_at_creation_or_never(
     message = resp.json()["message"]
     assert "spec.restore" in message and "restore is immutable" in message, message
     assert mysql.must_get("sample")["spec"].get("restore") == start
+
+
+def test_the_engine_is_fixed_at_creation(mysql: MySQLClusters) -> None:
+    mysql.create(MINIMAL)  # no engine: mysql, the default
+
+    resp = mysql.api.session.patch(
+        mysql.api.url(mysql.path("sample")),
+        json={"spec": {"engine": "mariadb", "version": "10.11"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+        timeout=mysql.timeouts(10),
+    )
+
+    assert resp.status_code == 422, f"expected 422, got {resp.status_code}: {resp.text[:300]}"
+    message = resp.json()["message"]
+    assert "spec.engine" in message and "engine is immutable" in message, message
+    # Naming the default it already has is no change.
+    assert mysql.patch("sample", {"spec": {"engine": "mysql", "replicas": 2}})["spec"]["replicas"] == 2

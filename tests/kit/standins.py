@@ -49,7 +49,9 @@ MYSQL_VERSIONS = ("8.0", "8.4")
 DOCKERFILE = """FROM {busybox}
 COPY mysqlstandin /usr/local/bin/mysqlstandin
 RUN mkdir -p /var/lib/mysql /etc/mysql/conf.d /docker-entrypoint-initdb.d \\
- && for c in mysqld mysqladmin mysqldump mysql; do ln -s mysqlstandin /usr/local/bin/$c; done
+ && for c in mysqld mysqladmin mysqldump mysql; do ln -s mysqlstandin /usr/local/bin/$c; done \\
+ && printf '#!/bin/sh\\nexec "$@"\\n' > /usr/local/bin/docker-entrypoint.sh \\
+ && chmod 755 /usr/local/bin/docker-entrypoint.sh
 EXPOSE 3306
 CMD ["mysqld"]
 """

@@ -100,6 +100,8 @@ if args[:1] == ["exec"] and args[2:] == ["cat", "/kind/version"]:
             sys.exit(0)
     sys.exit("Error response from daemon: container " + args[1] + " is not running")
 container = sys.argv[-1]
+if os.environ.get("FAKE_DOCKER_INSPECT_ERROR"):  # a daemon that cannot answer now
+    sys.exit(os.environ["FAKE_DOCKER_INSPECT_ERROR"])
 for name, info in state.items():
     if container == name + "-control-plane":
         print("true" if info["running"] else "false")
@@ -125,6 +127,9 @@ class FakeKind:
 
     def install(self, monkeypatch: pytest.MonkeyPatch, server: str | None = None) -> FakeKind:
         monkeypatch.setenv("PATH", f"{self.bin}{os.pathsep}{os.environ['PATH']}")
+        # Cluster kubeconfigs live under the cache: a fake cluster named like a real one (`envtest`)
+        # must never replace the real one's file (pytester's HOME alone misses a set XDG_CACHE_HOME).
+        monkeypatch.setenv("XDG_CACHE_HOME", str(self.bin.parent / "cache"))
         monkeypatch.setenv("FAKE_KIND_STATE", str(self.state_file))
         monkeypatch.setenv("FAKE_KIND_LOG", str(self.log_file))
         monkeypatch.setenv("FAKE_DOCKER_IMAGES", PINNED.kind_node_image)  # as after `docker pull`

@@ -3,6 +3,7 @@ data, fields fixed at creation never applied (FakeKube refuses them with 422, as
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,11 +12,13 @@ from operator_fakes import FakeKube, RecordingEvents, cluster
 from mysql_operator import resources
 from mysql_operator.api import RETAINED_ANNOTATION
 from mysql_operator.client import delete_exactly
+from mysql_operator.engines import ENGINES, MARIADB, MYSQL
 from mysql_operator.immutable import STORAGE_IMMUTABLE
 from mysql_operator.kinds import CronJob, Job, MySQLCluster, PersistentVolumeClaim, Secret, StatefulSet
 from mysql_operator.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
 from mysql_operator.runtime.types import Key
 from mysql_operator.status import DEGRADED, condition
+from mysql_operator.versions import VERSION_DOWNGRADE
 
 KEY = Key("ns/db")
 
@@ -206,3 +209,60 @@ def test_applies_after_creation_never_carry_fixed_fields(
     )
     sts = kube.peek(StatefulSet, "ns", "db-mysql")
     assert sts is not None and sts["spec"]["selector"] and sts["spec"]["volumeClaimTemplates"]
+
+
+# -- the database's version --------------------------------------------------------------------
+
+
+def server_image(kube: FakeKube) -> str:
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    (server,) = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "mysql"]
+    return str(server["image"])
+
+
+def test_an_unset_version_keeps_what_the_pods_run_when_the_default_moves(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(ENGINES, "mysql", replace(MYSQL, default_version="8.0"))  # an older release's
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:8.0"
+    monkeypatch.setitem(ENGINES, "mysql", replace(MYSQL, default_version="9.9"))  # the operator upgraded
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:8.0", "an operator upgrade must never upgrade a database"
+    assert live(kube)["status"]["version"] == "8.0"
+    assert degraded(kube)["status"] == "False"
+
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.4"}})  # the owner upgrades
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:8.4"
+    assert live(kube)["status"]["version"] == "8.4"
+
+
+def test_a_new_cluster_without_a_version_gets_the_engines_default(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(engine="mariadb"))
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == f"mariadb:{MARIADB.default_version}"
+
+
+def test_a_downgrade_is_refused_and_the_pods_keep_their_version(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(version="8.4"))
+    reconciler.reconcile(KEY)
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.0.36", "replicas": 2}})
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:8.4"
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None and sts["spec"]["replicas"] == 2, "the rest of the spec still converges"
+    found = degraded(kube)
+    assert (found["status"], found["reason"]) == ("True", VERSION_DOWNGRADE)
+    assert "spec.version '8.0.36'" in found["message"] and "'8.4'" in found["message"]
+
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.4.3"}})  # a patch: allowed
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:8.4.3"
+    assert degraded(kube)["status"] == "False"

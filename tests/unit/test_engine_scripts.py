@@ -1,11 +1,15 @@
 """The database pod's shell scripts (replication.py), run for real by a POSIX shell in a temporary
-directory: the `configure` init container, the readiness probe and the `replication` sidecar.
+directory: the `configure` init container, the server container's start, the readiness probe and
+the `replication` sidecar.
 
 The images run these with their own `sh` (bash on MySQL's, dash on MariaDB's Ubuntu), so each runs
 under dash and under bash in POSIX mode. The database is a fake client on PATH (`mysql` and
 `mariadb`): it records every call (program, arguments, MYSQL_PWD) and answers from scripted rules. A
-fake `sleep` returns at once and records its argument; asked for the sidecar's idle hour, it sends
-TERM to the script, whose trap ends it with 0 — so a sidecar run ends exactly when the script idles.
+fake `sleep` returns at once and records its argument; asked for the primary's idle hour, or for a
+replica's recheck pause more than FAKE_RECHECKS times, it sends TERM to the script, whose trap ends it
+with 0 — so a sidecar run ends exactly when the script idles (after FAKE_RECHECKS rechecks).
+A fake `docker-entrypoint.sh` (the image's entrypoint, which the server's start hands over to) prints
+what it was given.
 """
 
 from __future__ import annotations
@@ -57,9 +61,18 @@ for rule in rules:
         sys.exit(rule.get("exit", 0))
 """
 
-FAKE_SLEEP = """#!/bin/sh
+_RECHECK = replication.RECHECK_SECONDS
+FAKE_SLEEP = f"""#!/bin/sh
 echo "$1" >> "$FAKE_SLEEPS"
-if [ "$1" = 3600 ]; then kill -TERM "$PPID"; fi
+case "$1" in
+  3600) kill -TERM "$PPID" ;;
+  {_RECHECK}) [ "$(grep -cx {_RECHECK} "$FAKE_SLEEPS")" -gt "${{FAKE_RECHECKS:-0}}" ] && kill -TERM "$PPID" ;;
+esac
+exit 0
+"""
+
+FAKE_ENTRYPOINT = """#!/bin/sh
+echo "entrypoint: $*"
 """
 
 ACCESS_DENIED = "ERROR 1045 (28000): Access denied for user 'root'@'localhost' (using password: YES)\n"
@@ -110,7 +123,13 @@ class Pod:
         for d in ("data", "conf", "initdb", "bin"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         client = FAKE_CLIENT.format(python=sys.executable)
-        for name, body in (("mysql", client), ("mariadb", client), ("sleep", FAKE_SLEEP)):
+        fakes = (
+            ("mysql", client),
+            ("mariadb", client),
+            ("sleep", FAKE_SLEEP),
+            (replication.ENTRYPOINT, FAKE_ENTRYPOINT),
+        )
+        for name, body in fakes:
             path = self.root / "bin" / name
             path.write_text(body)
             path.chmod(0o755)
@@ -132,7 +151,23 @@ class Pod:
             engine, str(self.data), conf_dir=str(self.conf), initdb_dir=str(self.initdb)
         )
 
-    def run(self, script: str, hostname: str, env: dict[str, str] | None = None) -> Run:
+    def start_script(self, engine: Engine) -> str:
+        return replication.start_script(engine, str(self.data), conf_dir=str(self.conf))
+
+    def boot(self, engine: Engine, hostname: str) -> Run:
+        """A new pod: `configure`, then the server container's start (both outputs, the last code)."""
+        configured = self.run(self.configure_script(engine), hostname)
+        assert configured.code == 0, configured.stdout
+        return self.start(engine, hostname, configured.stdout)
+
+    def start(self, engine: Engine, hostname: str, before: str = "") -> Run:
+        """The server container (re)started: its command, as the pod spec gives it."""
+        started = self.run(self.start_script(engine), hostname, args=["sh", engine.server])
+        return Run(started.code, before + started.stdout, started.calls, started.sleeps)
+
+    def run(
+        self, script: str, hostname: str, env: dict[str, str] | None = None, args: list[str] | None = None
+    ) -> Run:
         calls, sleeps, state = self.root / "calls.jsonl", self.root / "sleeps", self.root / "rules.json"
         for path in (calls, sleeps):
             path.write_text("")
@@ -150,7 +185,7 @@ class Pod:
             **(env or {}),
         }
         done = subprocess.run(
-            [*self.shell, "-c", script],
+            [*self.shell, "-c", script, *(args or [])],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -200,7 +235,7 @@ def half_initialised(data: Path) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
 def test_server_id_is_100_plus_the_ordinal_with_the_engines_gtid_config(pod: Pod, engine: Engine) -> None:
-    run = pod.run(pod.configure_script(engine), "db-mysql-2")
+    run = pod.boot(engine, "db-mysql-2")
     assert run.code == 0, run.stdout
     expected = {"server-id": "102", **dict(line.split("=", 1) for line in engine.gtid_config)}
     assert cnf(pod.conf / "server.cnf") == expected
@@ -208,17 +243,38 @@ def test_server_id_is_100_plus_the_ordinal_with_the_engines_gtid_config(pod: Pod
 
 def test_a_replica_with_a_half_initialised_datadir_is_wiped_but_lost_and_found_survives(pod: Pod) -> None:
     half_initialised(pod.data)
-    run = pod.run(pod.configure_script(MYSQL), "db-mysql-1")
+    run = pod.boot(MYSQL, "db-mysql-1")
     assert run.code == 0, run.stdout
     assert [p.name for p in pod.data.iterdir()] == ["lost+found"]
     assert (pod.data / "lost+found" / "#1234").read_text() == "kept"
-    assert "first init did not finish" in run.stdout
+    assert "mysqld: the datadir's first init did not finish" in run.stdout
     assert not (pod.conf / "replica.cnf").exists(), "read-only only once the init has run again"
+    assert run.stdout.endswith("entrypoint: mysqld\n"), "then the image's entrypoint starts the server"
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_server_restarted_after_a_cut_init_wipes_it_without_a_new_pod(pod: Pod, engine: Engine) -> None:
+    # The kubelet restarts a crashed server container alone: init containers do not run again.
+    run = pod.boot(engine, "db-mysql-1")
+    assert run.code == 0 and "did not finish" not in run.stdout, run.stdout
+    half_initialised(pod.data)  # the init phase, then the crash before its last script
+    run = pod.start(engine, "db-mysql-1")
+    assert run.code == 0, run.stdout
+    assert f"{engine.server}: the datadir's first init did not finish" in run.stdout
+    assert [p.name for p in pod.data.iterdir()] == ["lost+found"]
+    assert run.stdout.endswith(f"entrypoint: {engine.server}\n")
+
+
+def test_a_replica_made_read_only_is_not_left_so_for_a_repeated_init(pod: Pod) -> None:
+    (pod.conf / "replica.cnf").write_text("[mysqld]\nsuper-read-only=ON\n")  # from a finished init
+    half_initialised(pod.data)  # ... whose marker is gone
+    pod.boot(MYSQL, "db-mysql-1")
+    assert not (pod.conf / "replica.cnf").exists(), "the init phase's own writes would be refused"
 
 
 def test_the_primarys_datadir_is_never_wiped(pod: Pod) -> None:
     half_initialised(pod.data)
-    run = pod.run(pod.configure_script(MYSQL), "db-mysql-0")
+    run = pod.boot(MYSQL, "db-mysql-0")
     assert run.code == 0, run.stdout
     assert sorted(p.name for p in pod.data.iterdir()) == ["ibdata1", "lost+found", "mysql"]
     assert (pod.data / "mysql" / "user.ibd").exists()
@@ -230,7 +286,7 @@ def test_the_primarys_datadir_is_never_wiped(pod: Pod) -> None:
 def test_an_initialised_replica_is_read_only_at_once_and_kept(pod: Pod, engine: Engine, marker: str) -> None:
     half_initialised(pod.data)
     (pod.data / marker).write_text("")
-    run = pod.run(pod.configure_script(engine), "db-mysql-1")
+    run = pod.boot(engine, "db-mysql-1")
     assert run.code == 0, run.stdout
     assert cnf(pod.conf / "replica.cnf") == dict(line.split("=", 1) for line in engine.replica_config)
     assert (pod.data / "mysql" / "user.ibd").exists() and (pod.data / "ibdata1").exists()
@@ -239,7 +295,7 @@ def test_an_initialised_replica_is_read_only_at_once_and_kept(pod: Pod, engine: 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
 def test_a_fresh_replica_turns_read_only_when_the_last_init_script_runs(pod: Pod, engine: Engine) -> None:
     (pod.data / "lost+found").mkdir()
-    run = pod.run(pod.configure_script(engine), "db-mysql-1")
+    run = pod.boot(engine, "db-mysql-1")
     assert run.code == 0, run.stdout
     assert "first init did not finish" not in run.stdout, "an empty volume is not a broken init"
     assert not (pod.conf / "replica.cnf").exists(), "the init phase's own writes must not be refused"
@@ -250,15 +306,16 @@ def test_a_fresh_replica_turns_read_only_when_the_last_init_script_runs(pod: Pod
     assert cnf(pod.conf / "replica.cnf") == dict(line.split("=", 1) for line in engine.replica_config)
 
     (pod.data / "ibdata1").write_text("x")  # the server's data, then the pod is recreated
-    (pod.conf / "replica.cnf").unlink()  # conf is an emptyDir: gone with the pod
-    run = pod.run(pod.configure_script(engine), "db-mysql-1")
+    for generated in pod.conf.iterdir():  # conf is an emptyDir: gone with the pod
+        generated.unlink()
+    run = pod.boot(engine, "db-mysql-1")
     assert run.code == 0, run.stdout
     assert (pod.data / "ibdata1").exists(), "an initialised replica keeps its data"
     assert (pod.conf / "replica.cnf").exists()
 
 
 def test_a_fresh_primary_is_marked_initialised_and_stays_writable(pod: Pod) -> None:
-    run = pod.run(pod.configure_script(MYSQL), "db-mysql-0")
+    run = pod.boot(MYSQL, "db-mysql-0")
     assert run.code == 0, run.stdout
     pod.source_init_script()
     assert (pod.data / replication.INITIALISED_MARKER).exists()
@@ -318,10 +375,17 @@ def test_the_other_engines_spelling_is_accepted_too(pod: Pod) -> None:
 # -- replication sidecar ----------------------------------------------------------------------------
 
 
-def sidecar(pod: Pod, engine: Engine, hostname: str) -> Run:
-    run = pod.run(replication.replication_script(engine), hostname)
+RECHECK = str(replication.RECHECK_SECONDS)
+
+
+def sidecar(pod: Pod, engine: Engine, hostname: str, rechecks: int = 0) -> Run:
+    """The sidecar until it idles: a primary's first idle hour, a replica's pause after `rechecks`
+    later looks at its replication."""
+    env = {"FAKE_RECHECKS": str(rechecks)}
+    run = pod.run(replication.replication_script(engine), hostname, env=env)
     assert run.code == 0, run.stdout
-    assert run.sleeps[-1] == "3600", "the sidecar idles once its work is done"
+    idle = "3600" if hostname.endswith("-0") else RECHECK
+    assert run.sleeps[-1] == idle, "the sidecar idles once its work is done"
     return run
 
 
@@ -410,7 +474,7 @@ def test_a_mariadb_replica_waits_for_the_primarys_answer_before_choosing_tls(pod
     }
     pod.rules = [{"sql": MARIADB.status_statement, "stdout": ""}, denied, ssl_rule("YES")]
     run = sidecar(pod, MARIADB, "db-mysql-1")
-    assert run.sleeps == ["5", "5", "3600"]
+    assert run.sleeps == ["5", "5", RECHECK]
     (point,) = [s for s in run.sql() if s.startswith("CHANGE")]
     assert statements(point) == point_statements(MARIADB, tls=1)
 
@@ -434,7 +498,7 @@ def test_a_failed_status_query_is_asked_again_not_taken_for_no_replication(pod: 
     ]
     run = sidecar(pod, engine, "db-mysql-1")
     assert run.sql() == ["SELECT 1", engine.status_statement, engine.status_statement]
-    assert run.sleeps == ["5", "3600"]
+    assert run.sleeps == ["5", RECHECK]
 
 
 @pytest.mark.parametrize("password", ["", "it's", "back\\slash", "semi;colon", "new\nline"])
@@ -447,3 +511,30 @@ def test_a_replication_password_that_would_need_quoting_is_refused_before_any_sq
     )
     assert run.code == 1 and "replication-password must be" in run.stdout, run.stdout
     assert run.calls == [], "no SQL may run with such a password"
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_replica_that_lost_its_source_is_pointed_again_at_the_next_look(pod: Pod, engine: Engine) -> None:
+    """The server restarted alone on a datadir its start wiped: the sidecar (same pod, not restarted)
+    finds no source at its next look and points it again."""
+    configured = status_output(engine, "Yes", "Yes")
+    pod.rules = [
+        {"sql": engine.status_statement, "stdout": configured, "times": 2},  # the first look, one recheck
+        {"sql": engine.status_statement, "stderr": CANNOT_CONNECT, "exit": 1, "times": 1},  # restarting
+        {"sql": engine.status_statement, "stdout": ""},  # up again, on a new datadir
+        ssl_rule("YES"),
+    ]
+    run = sidecar(pod, engine, "db-mysql-1", rechecks=3)
+    assert "already configured" in run.stdout
+    (point,) = [s for s in run.sql() if s.startswith("CHANGE")]
+    assert statements(point) == point_statements(engine, tls=1)
+    assert run.stdout.count(f"replicating from {PRIMARY_HOST}") == 1
+    assert run.sleeps == [RECHECK] * 4
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_stopped_replication_stays_stopped_look_after_look(pod: Pod, engine: Engine) -> None:
+    pod.rules = [{"sql": engine.status_statement, "stdout": status_output(engine, "No", "No")}]
+    run = sidecar(pod, engine, "db-mysql-1", rechecks=3)
+    assert run.sql() == ["SELECT 1"] + [engine.status_statement] * 4
+    assert not [s for s in run.sql() if s.startswith(("CHANGE", "START"))]

@@ -16,7 +16,7 @@ from envtest import kind
 from envtest.binaries import PINNED
 from envtest.binaries import kind as kind_binary
 from envtest.binaries.nodespec import NodeImageSpec
-from envtest.errors import BinaryNotFound, StartTimeout, UsageProblem
+from envtest.errors import BinaryNotFound, EnvtestError, StartTimeout, UsageProblem
 from envtest.kindimage import DockerNotRunning, NodeImageUnavailable
 from envtest.pins import for_minor
 
@@ -103,6 +103,17 @@ def test_stale_cluster_with_stopped_nodes_is_deleted_and_created_again(fake: Fak
     assert created
     lifecycle = [c for c in fake.commands() if c.endswith("cluster")]
     assert lifecycle == ["delete cluster", "create cluster"]
+    assert fake.clusters() == {"envtest": {"running": True}}
+
+
+def test_a_node_docker_cannot_answer_for_is_no_stale_cluster_and_nothing_is_deleted(
+    fake: FakeKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake.set_clusters(envtest=True)
+    monkeypatch.setenv("FAKE_DOCKER_INSPECT_ERROR", "Error response from daemon: i/o timeout")
+    with pytest.raises(EnvtestError, match=r"inspect envtest-control-plane.*i/o timeout"):
+        kind.open_cluster("envtest", kind_path=fake.kind)
+    assert not [c for c in fake.commands() if c.endswith("cluster")], "a busy daemon must not cost a cluster"
     assert fake.clusters() == {"envtest": {"running": True}}
 
 

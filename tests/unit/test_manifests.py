@@ -114,6 +114,7 @@ def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
         "Phase": ".status.phase",
         "Replicas": ".spec.replicas",
         "Ready": ".status.readyReplicas",
+        "Version": ".status.version",
         "Age": ".metadata.creationTimestamp",
     }
 

@@ -42,11 +42,15 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     links = tmp_path_factory.mktemp("standin-bin")
     for name in ("mysqld", "mysqladmin", "mysql"):  # the image's symlinks: argv[0] picks the tool
         (links / name).symlink_to(binary)
-    # The sidecar idles with `sleep 3600`: that call ends it (TERM to the script, whose trap exits 0).
+    # The sidecar idles with `sleep 3600` (primary) or its recheck pause (replica): that call ends it
+    # (TERM to the script, whose trap exits 0).
     sleep = links / "sleep"
-    real = shutil.which("sleep")
-    sleep.write_text(f'#!/bin/sh\nif [ "$1" = 3600 ]; then kill -TERM "$PPID"; else exec {real} "$1"; fi\n')
+    real, idle = shutil.which("sleep"), f"3600|{replication.RECHECK_SECONDS}"
+    sleep.write_text(f'#!/bin/sh\ncase "$1" in {idle}) kill -TERM "$PPID" ;; *) exec {real} "$1" ;; esac\n')
     sleep.chmod(0o755)
+    entrypoint = links / replication.ENTRYPOINT  # as the stand-in image has it
+    entrypoint.write_text('#!/bin/sh\nexec "$@"\n')
+    entrypoint.chmod(0o755)
     return links
 
 
@@ -116,8 +120,16 @@ class Pod:
         assert done.returncode == 0, (done.stdout, done.stderr, self.log)
 
     def start(self) -> None:
+        """The server container's command, handing over to the image's entrypoint as in the image."""
+        command = [
+            "sh",
+            "-c",
+            replication.start_script(MYSQL, str(self.root / "data"), conf_dir=str(self.root / "conf")),
+            "sh",
+            MYSQL.server,
+        ]
         log = open(self.root / "mysqld.log", "ab")  # noqa: SIM115 - the child holds it
-        self.proc = subprocess.Popen([str(self.bin_dir / "mysqld")], env=self.env(), stdout=log, stderr=log)
+        self.proc = subprocess.Popen(command, env=self.env(), stdout=log, stderr=log)
         log.close()
 
     def stop(self) -> int:

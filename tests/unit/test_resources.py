@@ -138,6 +138,9 @@ def test_every_pod_is_configured_from_its_ordinal_before_the_server_starts(engin
     assert server_mounts == mounts, "the server reads what the init container wrote, on the same datadir"
     probe = container(sts)["readinessProbe"]["exec"]["command"]
     assert probe == ["sh", "-c", replication.probe_script(engine)]
+    start = ["sh", "-c", replication.start_script(engine, "/var/lib/mysql"), "sh", engine.server]
+    assert container(sts)["command"] == start, "every start settles the datadir, then the image's entrypoint"
+    assert "args" not in container(sts)
 
 
 @pytest.mark.parametrize("engine", [MYSQL, MARIADB], ids=lambda e: e.name)

@@ -231,6 +231,7 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	}
 	mysql := corev1.Container{
 		Name: "mysql", Image: o.image(),
+		Command:   []string{"sh", "-c", o.engine().start, "sh", o.engine().server},
 		Ports:     []corev1.ContainerPort{{Name: "mysql", ContainerPort: mysqlPort}},
 		Env:       []corev1.EnvVar{rootPassword, primaryHost},
 		Resources: res,

@@ -53,7 +53,9 @@ def engine_texts(engine: str) -> dict[str, str]:
     return {
         "defaultVersion": ENGINES[engine].default_version,
         "dump": next(e["value"] for e in dump["env"] if e["name"] == "DUMP"),
+        "server": str(server["command"][4]),
         "configure": _script(configure),
+        "start": _script(server),
         "probe": _script(server["readinessProbe"]["exec"]),
         "replication": _script(sidecar),
     }
@@ -80,8 +82,8 @@ def render() -> str:
         "",
         "// engineScripts is what the children of one spec.engine differ in.",
         "type engineScripts struct {",
-        "\tdefaultVersion, dump          string",
-        "\tconfigure, probe, replication string",
+        "\tdefaultVersion, dump, server         string",
+        "\tconfigure, start, probe, replication string",
         "}",
         "",
         "var engines = map[string]engineScripts{",
@@ -90,7 +92,7 @@ def render() -> str:
         lines.append(f"\t{json.dumps(name)}: {{")
         texts = engine_texts(name)
         # The one-line fields first, aligned as gofmt aligns them; then the scripts.
-        for field in ("defaultVersion", "dump"):
+        for field in ("defaultVersion", "dump", "server"):
             lines.append(f"\t\t{field + ':':<16}{json.dumps(texts.pop(field))},")
         for field, text in texts.items():
             lines.append(f"\t\t{field}: {_go_string(text)},")

@@ -12,14 +12,15 @@ const (
 
 // engineScripts is what the children of one spec.engine differ in.
 type engineScripts struct {
-	defaultVersion, dump          string
-	configure, probe, replication string
+	defaultVersion, dump, server         string
+	configure, start, probe, replication string
 }
 
 var engines = map[string]engineScripts{
 	"mariadb": {
 		defaultVersion: "10.11",
 		dump:           "mariadb-dump",
+		server:         "mariadbd",
 		configure: `set -eu
 ordinal="${HOSTNAME##*-}"
 {
@@ -40,13 +41,22 @@ if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then cp /etc/mysql/conf.d/repli
 EOF
 if [ "$ordinal" -gt 0 ]; then
   printf '[mysqld]\nread-only=ON\n' > /etc/mysql/conf.d/replica.cnf.pending
+fi
+`,
+		start: `set -eu
+if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then
   if [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ]; then
     cp /etc/mysql/conf.d/replica.cnf.pending /etc/mysql/conf.d/replica.cnf
-  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
-    echo "configure: the datadir's first init did not finish; clearing it to initialise again from scratch"
-    find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+  else
+    # Read-only only once the init phase has run (again): its own writes would be refused.
+    rm -f /etc/mysql/conf.d/replica.cnf
+    if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+      echo "mariadbd: the datadir's first init did not finish; clearing it to initialise it again"
+      find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+    fi
   fi
 fi
+exec docker-entrypoint.sh "$@"
 `,
 		probe: `ordinal="${HOSTNAME##*-}"
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
@@ -77,26 +87,36 @@ if [ "$ordinal" -eq 0 ]; then
       ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
       GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
   echo "replication: account $REPLICATION_USER ready"
-else
+  while :; do pause 3600; done
+fi
+# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
+# is. Looked at again every 10 s: a server restarted alone (no new pod, so no new
+# sidecar) on a datadir its start wiped has no source any more.
+point() {
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
   until status="$(sql -e 'SHOW SLAVE STATUS\G')"; do pause 5; done
-  if [ -n "$status" ]; then
-    echo "replication: already configured; left as it is"
-  else
-    until ssl="$(MYSQL_PWD="$REPLICATION_PASSWORD" mariadb -h "$PRIMARY_HOST" -u "$REPLICATION_USER" -N -e 'SELECT @@have_ssl' 2>/dev/null)" \
+  [ -z "$status" ] || return 1
+  until ssl="$(MYSQL_PWD="$REPLICATION_PASSWORD" mariadb -h "$PRIMARY_HOST" -u "$REPLICATION_USER" -N -e 'SELECT @@have_ssl' 2>/dev/null)" \
       && if [ "$ssl" = YES ]; then tls=1; else tls=0; fi \
-      && sql -e "CHANGE MASTER TO MASTER_HOST='$PRIMARY_HOST', MASTER_PORT=3306, MASTER_USER='$REPLICATION_USER', MASTER_PASSWORD='$REPLICATION_PASSWORD', MASTER_USE_GTID=slave_pos, MASTER_SSL=$tls; START SLAVE;"
-    do pause 5; done
-    echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+    && sql -e "CHANGE MASTER TO MASTER_HOST='$PRIMARY_HOST', MASTER_PORT=3306, MASTER_USER='$REPLICATION_USER', MASTER_PASSWORD='$REPLICATION_PASSWORD', MASTER_USE_GTID=slave_pos, MASTER_SSL=$tls; START SLAVE;"
+  do pause 5; done
+  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+}
+point || echo "replication: already configured; left as it is"
+while :; do
+  pause 10
+  if status="$(sql -e 'SHOW SLAVE STATUS\G' 2>/dev/null)" && [ -z "$status" ]; then
+    echo "replication: the server has no source (restarted on a new datadir?)"
+    point || :
   fi
-fi
-while :; do pause 3600; done
+done
 `,
 	},
 	"mysql": {
 		defaultVersion: "8.4",
 		dump:           "mysqldump",
+		server:         "mysqld",
 		configure: `set -eu
 ordinal="${HOSTNAME##*-}"
 {
@@ -115,13 +135,22 @@ if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then cp /etc/mysql/conf.d/repli
 EOF
 if [ "$ordinal" -gt 0 ]; then
   printf '[mysqld]\nread-only=ON\nsuper-read-only=ON\n' > /etc/mysql/conf.d/replica.cnf.pending
+fi
+`,
+		start: `set -eu
+if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then
   if [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ]; then
     cp /etc/mysql/conf.d/replica.cnf.pending /etc/mysql/conf.d/replica.cnf
-  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
-    echo "configure: the datadir's first init did not finish; clearing it to initialise again from scratch"
-    find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+  else
+    # Read-only only once the init phase has run (again): its own writes would be refused.
+    rm -f /etc/mysql/conf.d/replica.cnf
+    if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+      echo "mysqld: the datadir's first init did not finish; clearing it to initialise it again"
+      find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+    fi
   fi
 fi
+exec docker-entrypoint.sh "$@"
 `,
 		probe: `ordinal="${HOSTNAME##*-}"
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
@@ -152,20 +181,29 @@ if [ "$ordinal" -eq 0 ]; then
       ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
       GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
   echo "replication: account $REPLICATION_USER ready"
-else
+  while :; do pause 3600; done
+fi
+# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
+# is. Looked at again every 10 s: a server restarted alone (no new pod, so no new
+# sidecar) on a datadir its start wiped has no source any more.
+point() {
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
   until status="$(sql -e 'SHOW REPLICA STATUS\G')"; do pause 5; done
-  if [ -n "$status" ]; then
-    echo "replication: already configured; left as it is"
-  else
-    until tls=1 \
-      && sql -e "CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST', SOURCE_PORT=3306, SOURCE_USER='$REPLICATION_USER', SOURCE_PASSWORD='$REPLICATION_PASSWORD', SOURCE_AUTO_POSITION=1, SOURCE_SSL=$tls, GET_SOURCE_PUBLIC_KEY=1; START REPLICA;"
-    do pause 5; done
-    echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+  [ -z "$status" ] || return 1
+  until tls=1 \
+    && sql -e "CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST', SOURCE_PORT=3306, SOURCE_USER='$REPLICATION_USER', SOURCE_PASSWORD='$REPLICATION_PASSWORD', SOURCE_AUTO_POSITION=1, SOURCE_SSL=$tls, GET_SOURCE_PUBLIC_KEY=1; START REPLICA;"
+  do pause 5; done
+  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+}
+point || echo "replication: already configured; left as it is"
+while :; do
+  pause 10
+  if status="$(sql -e 'SHOW REPLICA STATUS\G' 2>/dev/null)" && [ -z "$status" ]; then
+    echo "replication: the server has no source (restarted on a new datadir?)"
+    point || :
   fi
-fi
-while :; do pause 3600; done
+done
 `,
 	},
 }

@@ -46,6 +46,7 @@ SIDECAR_RESOURCES = {"cpu": "20m", "memory": "32Mi"}
 ENGINES: dict[str, Obj] = {
     "mysql": {
         "default_version": "8.4",
+        "server": "mysqld",
         "client": "mysql",
         "dump": "mysqldump",
         "gtid_config": ("gtid-mode=ON", "enforce-gtid-consistency=ON"),
@@ -59,6 +60,7 @@ ENGINES: dict[str, Obj] = {
     },
     "mariadb": {
         "default_version": "10.11",
+        "server": "mariadbd",
         "client": "mariadb",
         "dump": "mariadb-dump",
         "gtid_config": (
@@ -83,7 +85,6 @@ def configure_script(engine: Obj) -> str:
     config = "\n".join(engine["gtid_config"])
     replica = "\\n".join(engine["replica_config"])
     pending, active = f"{CONF_DIR}/replica.cnf.pending", f"{CONF_DIR}/replica.cnf"
-    initialised = f"[ -e {DATA_DIR}/{MARKER} ] || [ -e {DATA_DIR}/{LEGACY_MARKER} ]"
     return f"""set -eu
 ordinal="${{HOSTNAME##*-}}"
 {{
@@ -101,13 +102,29 @@ if [ -e {pending} ]; then cp {pending} {active}; fi
 EOF
 if [ "$ordinal" -gt 0 ]; then
   printf '[mysqld]\\n{replica}\\n' > {pending}
+fi
+"""
+
+
+def start_script(engine: Obj) -> str:
+    """The server container's command, on every start: a replica's datadir settled, then the image's
+    entrypoint (a crashed server is restarted without the init containers)."""
+    pending, active = f"{CONF_DIR}/replica.cnf.pending", f"{CONF_DIR}/replica.cnf"
+    initialised = f"[ -e {DATA_DIR}/{MARKER} ] || [ -e {DATA_DIR}/{LEGACY_MARKER} ]"
+    return f"""set -eu
+if [ -e {pending} ]; then
   if {initialised}; then
     cp {pending} {active}
-  elif [ -n "$(ls -A {DATA_DIR} | grep -v '^lost+found$')" ]; then
-    echo "configure: the datadir's first init did not finish; clearing it to initialise again from scratch"
-    find {DATA_DIR} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+  else
+    # Read-only only once the init phase has run (again): its own writes would be refused.
+    rm -f {active}
+    if [ -n "$(ls -A {DATA_DIR} | grep -v '^lost+found$')" ]; then
+      echo "{engine["server"]}: the datadir's first init did not finish; clearing it to initialise it again"
+      find {DATA_DIR} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+    fi
   fi
 fi
+exec docker-entrypoint.sh "$@"
 """
 
 
@@ -128,7 +145,8 @@ done
 
 
 def replication_script(engine: Obj) -> str:
-    """The sidecar: the primary's replication account, or a replica pointed at the primary once."""
+    """The sidecar: the primary's replication account, or a replica pointed at the primary whenever
+    it has no source."""
     client = engine["client"]
     if client == "mariadb":  # TLS when the primary has it, decided by its answer only
         tls = (
@@ -156,20 +174,29 @@ if [ "$ordinal" -eq 0 ]; then
       ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
       GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
   echo "replication: account $REPLICATION_USER ready"
-else
+  while :; do pause 3600; done
+fi
+# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
+# is. Looked at again every 10 s: a server restarted alone (no new pod, so no new
+# sidecar) on a datadir its start wiped has no source any more.
+point() {{
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
   until status="$(sql -e '{engine["status"]}')"; do pause 5; done
-  if [ -n "$status" ]; then
-    echo "replication: already configured; left as it is"
-  else
-    until {tls} \\
-      && sql -e "{engine["point"]}"
-    do pause 5; done
-    echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+  [ -z "$status" ] || return 1
+  until {tls} \\
+    && sql -e "{engine["point"]}"
+  do pause 5; done
+  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+}}
+point || echo "replication: already configured; left as it is"
+while :; do
+  pause 10
+  if status="$(sql -e '{engine["status"]}' 2>/dev/null)" && [ -z "$status" ]; then
+    echo "replication: the server has no source (restarted on a new datadir?)"
+    point || :
   fi
-fi
-while :; do pause 3600; done
+done
 """
 
 
@@ -370,6 +397,7 @@ def statefulset(cluster: Obj) -> Obj:
     mysql = {
         "name": "mysql",
         "image": image(spec),
+        "command": ["sh", "-c", start_script(engine), "sh", engine["server"]],
         "ports": [{"name": "mysql", "containerPort": PORT}],
         "env": [root_password, {"name": "PRIMARY_HOST", "value": primary_host}],
         "resources": {"requests": dict(wanted), "limits": dict(wanted)} if wanted else {},

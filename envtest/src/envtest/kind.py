@@ -92,8 +92,15 @@ class KindCli:
         return self._lines("get", "nodes", "--name", name)
 
     def running(self, container: str) -> bool:
+        """Whether the node container runs. Only a clear answer counts: a stale cluster is deleted
+        and created again, and a daemon slow to answer on a loaded machine is no reason to."""
         proc = self._run(self.container_cli, "inspect", "-f", "{{.State.Running}}", container)
-        return proc.returncode == 0 and proc.stdout.strip() == "true"
+        if proc.returncode == 0:
+            return proc.stdout.strip() == "true"
+        if "no such" in proc.stderr.lower():  # docker: "No such object"; podman: "no such container"
+            return False
+        tail = proc.stderr.strip()[-500:]
+        raise EnvtestError(f"`{self.container_cli} inspect {container}` exited {proc.returncode}: {tail}")
 
     def state(self, name: str) -> State:
         if name not in self.clusters():
