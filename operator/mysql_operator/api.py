@@ -173,7 +173,7 @@ class MySQLClusterSpec(_Model):
     created (8.4 for mysql, 10.11 for mariadb), kept afterwards, so an operator upgrade never upgrades
     the database (`status.version` shows it); to upgrade, set it. Versions the operator cannot drive
     (mysql before 8.0.23, mariadb before 10.6) are refused, and so is a downgrade (older major.minor
-    than the pods run): a datadir cannot go back."""
+    than the pods ran, `status.version`): a datadir cannot go back."""
     storage: Storage = Field(
         json_schema_extra={
             # volumeClaimTemplates of a StatefulSet cannot change after creation.
@@ -261,8 +261,9 @@ class MySQLClusterStatus(_Model):
     final_backup: FinalBackupStatus | None = Field(default=None, alias="finalBackup")
     """Set once the cluster is being deleted with a final backup wanted."""
     version: str | None = Field(default=None, max_length=64)
-    """Tag of the engine's image the database pods run: `spec.version`, or with it unset the engine's
-    default when the cluster was created, kept since (an operator upgrade never upgrades a database)."""
+    """Tag of the engine's image every database pod ran at the last completed rollout. With
+    `spec.version` unset it is kept (an operator upgrade never upgrades a database), and a
+    `spec.version` older by major.minor is refused (reason VersionDowngrade)."""
     restored_from: str | None = Field(default=None, alias="restoredFrom", max_length=MAX_NAME_LENGTH)
     """With `spec.restore`: the source cluster, set once pod 0 first became ready on the restored data."""
 

@@ -113,15 +113,15 @@ class MySQLClusterReconciler:
             return self._stop(cluster, Problem("InvalidSchedule", message))
 
         live_sts = self.client.get(StatefulSet, namespace, resources.Names(name).statefulset)
-        tag, refused = versions.choose(spec, live_sts)
+        choice = versions.choose(spec, live_sts, (cluster.get("status") or {}).get("version"))
         try:
-            # Children are built at the chosen tag: an unset version keeps what the pods run.
-            problems, sts = self._ensure_children(versions.with_version(cluster, tag), spec)
+            # Children are built with the chosen engine and tag: an unset version keeps what ran.
+            problems, sts = self._ensure_children(versions.building(cluster, choice), spec)
         except ClusterGoing:
             # The deletion's watch event brings the key back anyway; the requeue only makes sure.
             return Result(requeue=True)
-        if refused:
-            problems.append(Problem(versions.VERSION_DOWNGRADE, refused, fatal=False))
+        if choice.reason and choice.message:
+            problems.append(Problem(choice.reason, choice.message, fatal=False))
         restored_now = False
         if spec.restore is not None and not (cluster.get("status") or {}).get("restoredFrom"):
             restored_now, restore_problems = self._restore_progress(cluster, spec, sts)

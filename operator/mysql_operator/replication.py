@@ -17,10 +17,10 @@ before — a killed init, a restart, a lost pod — is set on every start, never
   primary's datadir is never wiped.
 * `replication` (sidecar) waits for the local server, then on pod 0 ensures the replication account
   (REPLICATION SLAVE only, its own password), and on a replica that has no source points it at
-  pod 0 with GTID auto-position (TLS when the primary has it) and starts it — at its start and again
-  whenever a later look (every `RECHECK_SECONDS`) finds no source, as after the server's restart on a
-  wiped datadir. It never restarts a replication someone stopped: a stopped replica keeps its source
-  and is unready, for a human to look at.
+  pod 0 with GTID auto-position (TLS when the primary has it) and starts it — at its start, and
+  again when the server's start wiped the datadir (`WIPED_FLAG`). It never restarts a replication
+  someone stopped and never re-adds a source someone removed: such a replica is unready, for a human
+  to look at.
 * Readiness is what clients rely on: the server answers an authenticated query (`mysqladmin ping`
   exits 0 even on "Access denied"), and a replica's IO and SQL threads both run.
 
@@ -47,7 +47,11 @@ A plain file in the datadir's root is no schema to the server."""
 LEGACY_INITIALISED = "mysqld-auto.cnf"
 """What earlier replica inits wrote last (SET PERSIST): a datadir with it finished its init too."""
 RECHECK_SECONDS = 10
-"""How often a replica's sidecar looks whether its server lost its source (restarted on a new datadir)."""
+"""How often a replica's sidecar looks for `WIPED_FLAG`."""
+WIPED_FLAG = "datadir-wiped"
+"""Left in the conf volume by the server's start when it wiped a replica's datadir: the sidecar points
+the new datadir at pod 0 and removes it. Only this re-points: a source a human removed (RESET REPLICA
+ALL, the first step of a rebuild or a promotion) is left removed."""
 ENTRYPOINT = "docker-entrypoint.sh"
 """The official images' entrypoint (on PATH), which the server container's command hands over to."""
 REPLICATION_USER = "repl"
@@ -101,10 +105,12 @@ if [ -e {pending} ]; then
     if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
       echo "{engine.server}: the datadir's first init did not finish; clearing it to initialise it again"
       find {data_dir} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+      touch {conf_dir}/{WIPED_FLAG}
     fi
   fi
 fi
-exec {ENTRYPOINT} "$@"
+# The official images' entrypoint is on PATH; some derived images keep it at the root.
+exec "$(command -v {ENTRYPOINT} || echo /{ENTRYPOINT})" "$@"
 """
 
 
@@ -123,8 +129,9 @@ done
 """
 
 
-def replication_script(engine: Engine) -> str:
-    """The sidecar: idempotent set-up, then idle (exits at once on SIGTERM)."""
+def replication_script(engine: Engine, *, conf_dir: str = CONF_DIR) -> str:
+    """The sidecar: idempotent set-up, then idle (exits at once on SIGTERM), pointing a replica again
+    whenever its server's start wiped the datadir."""
     if engine.name == "mariadb":  # TLS when the primary has it (MariaDB ships without certificates)
         # Only an answer decides: until the primary's sidecar has made the account, the query fails,
         # and that is no reason to replicate in clear for good.
@@ -156,8 +163,8 @@ if [ "$ordinal" -eq 0 ]; then
   while :; do pause 3600; done
 fi
 # A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. Looked at again every {RECHECK_SECONDS} s: a server restarted alone (no new pod, so no new
-# sidecar) on a datadir its start wiped has no source any more.
+# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
+# source any more: its start leaves a flag, looked for every {RECHECK_SECONDS} s.
 point() {{
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
@@ -171,9 +178,10 @@ point() {{
 point || echo "replication: already configured; left as it is"
 while :; do
   pause {RECHECK_SECONDS}
-  if status="$(sql -e '{engine.status_statement}' 2>/dev/null)" && [ -z "$status" ]; then
-    echo "replication: the server has no source (restarted on a new datadir?)"
-    point || :
+  if [ -e {conf_dir}/{WIPED_FLAG} ]; then
+    echo "replication: the server's start wiped the datadir; pointing it again"
+    point || echo "replication: already configured; left as it is"
+    rm -f {conf_dir}/{WIPED_FLAG}
   fi
 done
 """
@@ -224,6 +232,7 @@ def mysql_pod_spec(
         "name": "replication",
         "image": image,
         "command": ["sh", "-c", replication_script(engine)],
+        "volumeMounts": [{"name": "conf", "mountPath": CONF_DIR}],  # for WIPED_FLAG
         "env": [
             password_env,
             replication_password_env,

@@ -136,9 +136,12 @@ def compute_status(
     recorded = final_backup if final_backup is not None else (cluster.get("status") or {}).get("finalBackup")
     if recorded:
         status["finalBackup"] = recorded
-    tag = running_tag(sts)
-    if tag:
-        status["version"] = tag
+    # The tag every pod ran: taken once a rollout completed, kept through the next one (which may
+    # never start: a tag that does not exist). A record, like finalBackup below.
+    tag = running_tag(sts) if converged else None
+    version = tag or (cluster.get("status") or {}).get("version")
+    if version:
+        status["version"] = version
     restored = (cluster.get("status") or {}).get("restoredFrom")
     if restored:  # a record, like finalBackup: kept by every later status write
         status["restoredFrom"] = restored

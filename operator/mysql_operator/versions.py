@@ -1,28 +1,47 @@
-"""Which image tag a cluster's database runs, and the one change of it the operator refuses.
+"""Which engine and image tag a cluster's database runs, and the changes of them the operator refuses.
 
 An unset `spec.version` means the engine's default *when the cluster was created*: afterwards the tag
-the StatefulSet runs is kept, so an operator release that raises a default (8.0 → 8.4) never upgrades
-a running database behind its owner's back. Upgrading is setting `spec.version`.
+the StatefulSet runs is kept (else `status.version`, recorded once a rollout has completed),
+so an operator release that raises a default (8.0 → 8.4) never upgrades a running database behind its
+owner's back. Upgrading is setting `spec.version`.
 
-A `spec.version` older, by major.minor, than the tag the pods run is refused and the pods keep theirs:
-neither MySQL nor MariaDB opens a datadir a newer release has upgraded (a downgrade is a dump restored
-into a new cluster). Patch releases are not compared: both allow going back within a release series
-far more often than not, and blocking a patch rollback would be worse than the rare refusal from the
-server itself.
+A `spec.version` older, by major.minor, than the tag every pod last ran is refused and the pods keep
+it: neither MySQL nor MariaDB opens a datadir a newer release has upgraded (going back is a dump
+restored into a new cluster). Patch releases are not compared: both allow going back within a release
+series far more often than not. The comparison is with what ran, not with the StatefulSet's template:
+an upgrade to a tag that never started (a typo, an image not pulled) can be taken back.
+
+`spec.engine` is immutable in the CRD; a request through v1alpha1, which has no engine field, can
+still change it, so the operator refuses too when the StatefulSet runs the other server.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from . import images
 from .api import MySQLClusterSpec
+from .engines import ENGINES, engine
 
 Obj = dict[str, Any]
 
 SERVER_CONTAINER = "mysql"
 VERSION_DOWNGRADE = "VersionDowngrade"
+ENGINE_IMMUTABLE = "EngineImmutable"
 _RELEASE = re.compile(r"^([0-9]+)(?:\.([0-9]+))?")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the children are built with, and why the spec's own was refused (None: it was not)."""
+
+    engine: str
+    tag: str
+    reason: str | None = None
+    message: str | None = None
 
 
 def image_tag(image: str) -> str | None:
@@ -32,45 +51,82 @@ def image_tag(image: str) -> str | None:
     return last.rsplit(":", 1)[1] if ":" in last else None
 
 
+def _server(sts: Obj | None) -> Obj | None:
+    containers = ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+    return next((c for c in containers or [] if c.get("name") == SERVER_CONTAINER), None)
+
+
 def running_tag(sts: Obj | None) -> str | None:
     """The tag of the database server in a StatefulSet's pod template; None without one."""
-    containers = ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
-    server = next((c for c in containers or [] if c.get("name") == SERVER_CONTAINER), None)
-    image = (server or {}).get("image")
+    image = (_server(sts) or {}).get("image")
     return image_tag(image) if isinstance(image, str) else None
 
 
-def release(tag: str) -> tuple[int, ...]:
-    """(major, minor), or (major,) for a tag that names only a major (`8`); () when not numeric."""
+def running_engine(sts: Obj | None) -> str | None:
+    """The engine a StatefulSet's pod template runs: its server program (the command's last word),
+    else its image's repository; None when neither tells."""
+    server = _server(sts) or {}
+    command = server.get("command") or []
+    by_program = {e.server: e.name for e in ENGINES.values()}
+    if command and command[-1] in by_program:
+        return by_program[command[-1]]
+    image = server.get("image")
+    if not isinstance(image, str):
+        return None
+    repository = image.split("@", 1)[0]
+    if image_tag(image) is not None:
+        repository = repository.rsplit(":", 1)[0]
+    configured = images.current()
+    found = {configured.mysql_repository: "mysql", configured.mariadb_repository: "mariadb"}
+    return found.get(repository)
+
+
+def release(tag: str) -> tuple[float, float] | None:
+    """(major, minor); a tag naming only a major (`8`, the newest 8.x) has minor +inf; None when the
+    tag is not numeric (`lts`)."""
     m = _RELEASE.match(tag)
     if not m:
-        return ()
-    return tuple(int(part) for part in m.groups() if part is not None)
+        return None
+    return float(m.group(1)), float(m.group(2)) if m.group(2) is not None else math.inf
 
 
-def older(wanted: str, running: str) -> bool:
-    """`wanted` is an older release than `running`, compared on the parts both name (`8` vs `8.4`:
-    equal, since `8` is the newest 8.x)."""
-    a, b = release(wanted), release(running)
-    n = min(len(a), len(b))
-    return n > 0 and a[:n] < b[:n]
+def older(wanted: str, ran: str) -> bool:
+    """`wanted` is an older release than `ran`. `8` after `8.0` is not older; `8.0` after `8` is
+    (that `8` may have been 8.4), and so is `8.4` after `8`: a pin must name what ran or newer."""
+    a, b = release(wanted), release(ran)
+    return a is not None and b is not None and a < b
 
 
-def choose(spec: MySQLClusterSpec, sts: Obj | None) -> tuple[str, str | None]:
-    """The tag to run, and why the spec's own was refused (None: it was not)."""
-    running = running_tag(sts)
-    if spec.version is None:
-        return running or spec.image_tag, None
-    if running is not None and older(spec.version, running):
-        why = (
-            f"spec.version {spec.version!r} is older than {running!r}, which the pods run: a datadir "
-            f"cannot be downgraded, so they keep {running!r}. Set {running!r} or newer; to go back, "
-            "restore a dump into a new cluster"
+def choose(spec: MySQLClusterSpec, sts: Obj | None, recorded: str | None) -> Choice:
+    """The engine and tag to build with. `recorded` is status.version: the tag every pod last ran."""
+    ran_engine = running_engine(sts)
+    server = engine(spec.engine)
+    template = running_tag(sts)
+    if ran_engine is not None and ran_engine != spec.engine:
+        kept = template or engine(ran_engine).default_version
+        message = (
+            f"spec.engine {spec.engine!r}: the pods run {ran_engine} and a datadir belongs to one server, "
+            f"so they keep {ran_engine} {kept}. Set spec.engine back to {ran_engine!r}"
         )
-        return running, why
-    return spec.version, None
+        return Choice(ran_engine, kept, ENGINE_IMMUTABLE, message)
+    # Only tags this engine can run: a drifted or foreign one must not become the cluster's.
+    if spec.version is None:
+        # What the StatefulSet asks first: a rollout under way may have upgraded some datadirs already.
+        kept = next((t for t in (template, recorded) if t and server.supports(t)), None)
+        return Choice(spec.engine, kept or spec.image_tag)
+    ran = next((t for t in (recorded, template) if t and server.supports(t)), None)
+    if ran is not None and older(spec.version, ran):
+        message = (
+            f"spec.version {spec.version!r} is older than {ran!r}, which the pods ran: a datadir cannot be "
+            f"downgraded, so they keep {ran!r}. Set {ran!r} or newer; to go back, restore a dump into a "
+            "new cluster"
+        )
+        return Choice(spec.engine, ran, VERSION_DOWNGRADE, message)
+    return Choice(spec.engine, spec.version)
 
 
-def with_version(cluster: Obj, tag: str) -> Obj:
-    """`cluster` with `spec.version` set to `tag` (a shallow copy: the children are built from it)."""
-    return {**cluster, "spec": {**(cluster.get("spec") or {}), "version": tag}}
+def building(cluster: Obj, choice: Choice) -> Obj:
+    """`cluster` with the chosen engine and tag in its spec (a shallow copy the children are built
+    from; the object itself is never written back)."""
+    spec = {**(cluster.get("spec") or {}), "engine": choice.engine, "version": choice.tag}
+    return {**cluster, "spec": spec}

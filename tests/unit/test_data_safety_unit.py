@@ -18,7 +18,7 @@ from mysql_operator.kinds import CronJob, Job, MySQLCluster, PersistentVolumeCla
 from mysql_operator.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
 from mysql_operator.runtime.types import Key
 from mysql_operator.status import DEGRADED, condition
-from mysql_operator.versions import VERSION_DOWNGRADE
+from mysql_operator.versions import ENGINE_IMMUTABLE, VERSION_DOWNGRADE
 
 KEY = Key("ns/db")
 
@@ -221,23 +221,41 @@ def server_image(kube: FakeKube) -> str:
     return str(server["image"])
 
 
-def test_an_unset_version_keeps_what_the_pods_run_when_the_default_moves(
+def rolled_out(kube: FakeKube, reconciler: MySQLClusterReconciler, replicas: int = 1) -> None:
+    """The StatefulSet controller has run every pod on the latest template; the operator looks."""
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    status = {"observedGeneration": sts["metadata"]["generation"], "replicas": replicas}
+    kube.set_status(
+        StatefulSet, "ns", "db-mysql", status | {"readyReplicas": replicas, "updatedReplicas": replicas}
+    )
+    reconciler.reconcile(KEY)
+
+
+def test_an_unset_version_keeps_what_the_pods_ran_when_the_default_moves(
     reconciler: MySQLClusterReconciler, kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(ENGINES, "mysql", replace(MYSQL, default_version="8.0"))  # an older release's
     kube.put(MySQLCluster, cluster())
     reconciler.reconcile(KEY)
     assert server_image(kube) == "mysql:8.0"
+    assert "version" not in live(kube)["status"], "no pod has run it yet"
+    rolled_out(kube, reconciler)
+    assert live(kube)["status"]["version"] == "8.0"
+
     monkeypatch.setitem(ENGINES, "mysql", replace(MYSQL, default_version="9.9"))  # the operator upgraded
     reconciler.reconcile(KEY)
     assert server_image(kube) == "mysql:8.0", "an operator upgrade must never upgrade a database"
-    assert live(kube)["status"]["version"] == "8.0"
     assert degraded(kube)["status"] == "False"
 
-    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.4"}})  # the owner upgrades
+    # Even with the StatefulSet gone (deleted with --cascade=orphan, say): the status remembers.
+    kube.delete(StatefulSet, "ns", "db-mysql")
     reconciler.reconcile(KEY)
-    assert server_image(kube) == "mysql:8.4"
-    assert live(kube)["status"]["version"] == "8.4"
+    assert server_image(kube) == "mysql:8.0"
+
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "9.9"}})  # the owner upgrades
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:9.9"
 
 
 def test_a_new_cluster_without_a_version_gets_the_engines_default(
@@ -253,6 +271,7 @@ def test_a_downgrade_is_refused_and_the_pods_keep_their_version(
 ) -> None:
     kube.put(MySQLCluster, cluster(version="8.4"))
     reconciler.reconcile(KEY)
+    rolled_out(kube, reconciler)
     kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.0.36", "replicas": 2}})
     reconciler.reconcile(KEY)
     assert server_image(kube) == "mysql:8.4"
@@ -266,3 +285,37 @@ def test_a_downgrade_is_refused_and_the_pods_keep_their_version(
     reconciler.reconcile(KEY)
     assert server_image(kube) == "mysql:8.4.3"
     assert degraded(kube)["status"] == "False"
+
+
+def test_an_upgrade_that_never_ran_can_be_taken_back(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(version="8.4"))
+    reconciler.reconcile(KEY)
+    rolled_out(kube, reconciler)
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "9.9"}})  # no such image, say
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:9.9"
+    assert live(kube)["status"]["version"] == "8.4", "the rollout never completed"
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.4"}})
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:8.4"
+    assert degraded(kube)["status"] == "False"
+
+
+def test_an_engine_change_that_got_past_the_crd_is_refused(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(engine="mariadb"))
+    reconciler.reconcile(KEY)
+    rolled_out(kube, reconciler)
+    # v1alpha1 has no engine: a replace through it can turn the hub's engine back to the default.
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"engine": "mysql", "version": "8.0"}})
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == f"mariadb:{MARIADB.default_version}"
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    (server,) = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "mysql"]
+    assert server["command"][-1] == "mariadbd"
+    found = degraded(kube)
+    assert (found["status"], found["reason"]) == ("True", ENGINE_IMMUTABLE)

@@ -250,6 +250,7 @@ def test_a_replica_with_a_half_initialised_datadir_is_wiped_but_lost_and_found_s
     assert "mysqld: the datadir's first init did not finish" in run.stdout
     assert not (pod.conf / "replica.cnf").exists(), "read-only only once the init has run again"
     assert run.stdout.endswith("entrypoint: mysqld\n"), "then the image's entrypoint starts the server"
+    assert (pod.conf / replication.WIPED_FLAG).exists(), "for the sidecar: point the new datadir"
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
@@ -298,6 +299,7 @@ def test_a_fresh_replica_turns_read_only_when_the_last_init_script_runs(pod: Pod
     run = pod.boot(engine, "db-mysql-1")
     assert run.code == 0, run.stdout
     assert "first init did not finish" not in run.stdout, "an empty volume is not a broken init"
+    assert not (pod.conf / replication.WIPED_FLAG).exists()
     assert not (pod.conf / "replica.cnf").exists(), "the init phase's own writes must not be refused"
     assert [p.name for p in pod.initdb.iterdir()] == ["zz-initialised.sh"]
 
@@ -382,7 +384,7 @@ def sidecar(pod: Pod, engine: Engine, hostname: str, rechecks: int = 0) -> Run:
     """The sidecar until it idles: a primary's first idle hour, a replica's pause after `rechecks`
     later looks at its replication."""
     env = {"FAKE_RECHECKS": str(rechecks)}
-    run = pod.run(replication.replication_script(engine), hostname, env=env)
+    run = pod.run(replication.replication_script(engine, conf_dir=str(pod.conf)), hostname, env=env)
     assert run.code == 0, run.stdout
     idle = "3600" if hostname.endswith("-0") else RECHECK
     assert run.sleeps[-1] == idle, "the sidecar idles once its work is done"
@@ -514,27 +516,38 @@ def test_a_replication_password_that_would_need_quoting_is_refused_before_any_sq
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_replica_that_lost_its_source_is_pointed_again_at_the_next_look(pod: Pod, engine: Engine) -> None:
-    """The server restarted alone on a datadir its start wiped: the sidecar (same pod, not restarted)
-    finds no source at its next look and points it again."""
+def test_a_replica_whose_datadir_its_start_wiped_is_pointed_again(pod: Pod, engine: Engine) -> None:
+    """The server restarted alone on a datadir its start wiped (same pod: the sidecar runs on). The
+    start's flag makes the sidecar point the new datadir, once."""
     configured = status_output(engine, "Yes", "Yes")
     pod.rules = [
-        {"sql": engine.status_statement, "stdout": configured, "times": 2},  # the first look, one recheck
-        {"sql": engine.status_statement, "stderr": CANNOT_CONNECT, "exit": 1, "times": 1},  # restarting
-        {"sql": engine.status_statement, "stdout": ""},  # up again, on a new datadir
+        {"sql": engine.status_statement, "stdout": configured, "times": 1},  # the sidecar's first look
+        {"sql": engine.status_statement, "stderr": CANNOT_CONNECT, "exit": 1, "times": 1},  # re-init
+        {"sql": engine.status_statement, "stdout": "", "times": 1},  # up again, on a new datadir
+        {"sql": engine.status_statement, "stdout": configured},
         ssl_rule("YES"),
     ]
-    run = sidecar(pod, engine, "db-mysql-1", rechecks=3)
+    half_initialised(pod.data)
+    (pod.conf / "replica.cnf.pending").write_text("[mysqld]\n")
+    assert pod.start(engine, "db-mysql-1").code == 0  # the wipe, before the sidecar's second look
+    assert (pod.conf / replication.WIPED_FLAG).exists()
+    run = sidecar(pod, engine, "db-mysql-1", rechecks=2)
     assert "already configured" in run.stdout
     (point,) = [s for s in run.sql() if s.startswith("CHANGE")]
     assert statements(point) == point_statements(engine, tls=1)
     assert run.stdout.count(f"replicating from {PRIMARY_HOST}") == 1
-    assert run.sleeps == [RECHECK] * 4
+    assert not (pod.conf / replication.WIPED_FLAG).exists(), "handled once"
+    assert run.sleeps == [RECHECK, "5", RECHECK, RECHECK]
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_stopped_replication_stays_stopped_look_after_look(pod: Pod, engine: Engine) -> None:
-    pod.rules = [{"sql": engine.status_statement, "stdout": status_output(engine, "No", "No")}]
+def test_a_source_someone_removed_or_stopped_is_left_so(pod: Pod, engine: Engine) -> None:
+    """RESET REPLICA ALL (a rebuild, a promotion) leaves no source; STOP leaves a stopped one. Without
+    a wipe by the server's start, the sidecar re-adds and restarts nothing, look after look."""
+    pod.rules = [
+        {"sql": engine.status_statement, "stdout": status_output(engine, "No", "No"), "times": 1},
+        {"sql": engine.status_statement, "stdout": ""},
+    ]
     run = sidecar(pod, engine, "db-mysql-1", rechecks=3)
-    assert run.sql() == ["SELECT 1"] + [engine.status_statement] * 4
-    assert not [s for s in run.sql() if s.startswith(("CHANGE", "START"))]
+    assert run.sql() == ["SELECT 1", engine.status_statement]
+    assert run.sleeps == [RECHECK] * 4

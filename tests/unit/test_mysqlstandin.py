@@ -102,7 +102,7 @@ class Pod:
     def sidecar(self, primary_port: int) -> str:
         """The operator's replication sidecar until it idles; its output. The primary is at
         127.0.0.1:`primary_port` on this host (pods all listen on 3306, processes cannot)."""
-        script = replication.replication_script(MYSQL).replace(
+        script = replication.replication_script(MYSQL, conf_dir=str(self.root / "conf")).replace(
             "SOURCE_PORT=3306", f"SOURCE_PORT={primary_port}"
         )
         env = self.env(

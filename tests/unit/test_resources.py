@@ -163,7 +163,8 @@ def test_the_replication_sidecar_runs_the_engines_script_with_its_own_account(en
         {"name": "REPLICATION_USER", "value": "repl"},
         {"name": "PRIMARY_HOST", "value": "db-mysql-0.db-headless.ns.svc"},
     ]
-    assert "volumeMounts" not in sidecar, "it talks to the server over TCP, never to its files"
+    # It talks to the server over TCP, never to its files; the conf volume carries the start's flag.
+    assert sidecar["volumeMounts"] == [{"name": "conf", "mountPath": replication.CONF_DIR}]
 
 
 def test_the_sidecar_keeps_a_guaranteed_pod_guaranteed() -> None:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_operator.versions import image_tag, older, running_tag
+from mysql_operator import images
+from mysql_operator.api import MySQLClusterSpec
+from mysql_operator.versions import (
+    ENGINE_IMMUTABLE,
+    VERSION_DOWNGRADE,
+    choose,
+    image_tag,
+    older,
+    running_engine,
+    running_tag,
+)
 
 
 @pytest.mark.parametrize(
@@ -46,10 +56,52 @@ def test_running_tag_reads_the_server_container_only() -> None:
         ("8.4.2", "8.4.3", False),  # patch releases are not compared
         ("8.4", "8.4.3", False),
         ("8", "8.4", False),  # `8` is the newest 8.x
+        ("8.0", "8", True),  # ... which may have been 8.4
+        ("8.4", "8", True),  # a pin must name what ran or newer
+        ("8", "8", False),
+        ("10.6", "10", True),
         ("9", "8.4", False),
+        ("lts", "8.4", False),  # not comparable: the engine's rule refuses such tags anyway
         ("10.11", "10.6", False),
         ("8.4-oracle", "8.4", False),
     ],
 )
 def test_older_compares_major_and_minor(wanted: str, running: str, refused: bool) -> None:
     assert older(wanted, running) is refused
+
+
+def sts(image: str, command: list[str] | None = None) -> dict[str, object]:
+    server: dict[str, object] = {"name": "mysql", "image": image}
+    if command is not None:
+        server["command"] = command
+    return {"spec": {"template": {"spec": {"containers": [server]}}}}
+
+
+def spec(**fields: object) -> MySQLClusterSpec:
+    return MySQLClusterSpec.model_validate({"replicas": 1, "storage": {"size": "1Gi"}, **fields})
+
+
+def test_the_engine_is_read_from_the_server_program_else_the_repository() -> None:
+    assert running_engine(sts("registry.local/x:10.11", ["sh", "-c", "...", "sh", "mariadbd"])) == "mariadb"
+    assert running_engine(sts(images.current().database("mariadb", "10.11"))) == "mariadb"  # older templates
+    assert running_engine(sts(images.current().database("mysql", "8.0"))) == "mysql"
+    assert running_engine(sts("registry.local/other:1")) is None
+
+
+def test_an_unset_version_keeps_the_template_then_what_ran_then_the_default() -> None:
+    assert choose(spec(), None, None).tag == "8.4"
+    assert choose(spec(), sts("mysql:8.0"), None).tag == "8.0"
+    assert choose(spec(), None, "8.0").tag == "8.0", "a StatefulSet deleted with --cascade=orphan"
+    assert choose(spec(), sts("mysql:8.4.2"), "8.0").tag == "8.4.2", "a rollout under way is not undone"
+    assert choose(spec(), sts("mysql:lts"), None).tag == "8.4", "a tag the engine cannot run is not kept"
+
+
+def test_choose_refuses_a_downgrade_from_what_ran_not_from_the_template() -> None:
+    refused = choose(spec(version="8.0"), sts("mysql:9.9"), "8.4")
+    assert (refused.tag, refused.reason) == ("8.4", VERSION_DOWNGRADE)
+    assert choose(spec(version="8.4"), sts("mysql:9.9"), "8.4").reason is None
+
+
+def test_choose_keeps_the_engine_the_pods_run() -> None:
+    kept = choose(spec(engine="mysql", version="8.4"), sts("mariadb:10.11", ["sh", "mariadbd"]), "10.11")
+    assert (kept.engine, kept.tag, kept.reason) == ("mariadb", "10.11", ENGINE_IMMUTABLE)

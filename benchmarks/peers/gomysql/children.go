@@ -250,6 +250,7 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	}
 	sidecar := corev1.Container{
 		Name: "replication", Image: o.image(), Command: []string{"sh", "-c", o.engine().replication},
+		VolumeMounts: []corev1.VolumeMount{generated[0]}, // conf: the server's start flags a wiped datadir
 		Env: []corev1.EnvVar{
 			rootPassword,
 			passwordEnv(o, "REPLICATION_PASSWORD", replicationKey),

@@ -53,10 +53,12 @@ if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then
     if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
       echo "mariadbd: the datadir's first init did not finish; clearing it to initialise it again"
       find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+      touch /etc/mysql/conf.d/datadir-wiped
     fi
   fi
 fi
-exec docker-entrypoint.sh "$@"
+# The official images' entrypoint is on PATH; some derived images keep it at the root.
+exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,
 		probe: `ordinal="${HOSTNAME##*-}"
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
@@ -90,8 +92,8 @@ if [ "$ordinal" -eq 0 ]; then
   while :; do pause 3600; done
 fi
 # A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. Looked at again every 10 s: a server restarted alone (no new pod, so no new
-# sidecar) on a datadir its start wiped has no source any more.
+# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
+# source any more: its start leaves a flag, looked for every 10 s.
 point() {
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
@@ -106,9 +108,10 @@ point() {
 point || echo "replication: already configured; left as it is"
 while :; do
   pause 10
-  if status="$(sql -e 'SHOW SLAVE STATUS\G' 2>/dev/null)" && [ -z "$status" ]; then
-    echo "replication: the server has no source (restarted on a new datadir?)"
-    point || :
+  if [ -e /etc/mysql/conf.d/datadir-wiped ]; then
+    echo "replication: the server's start wiped the datadir; pointing it again"
+    point || echo "replication: already configured; left as it is"
+    rm -f /etc/mysql/conf.d/datadir-wiped
   fi
 done
 `,
@@ -147,10 +150,12 @@ if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then
     if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
       echo "mysqld: the datadir's first init did not finish; clearing it to initialise it again"
       find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+      touch /etc/mysql/conf.d/datadir-wiped
     fi
   fi
 fi
-exec docker-entrypoint.sh "$@"
+# The official images' entrypoint is on PATH; some derived images keep it at the root.
+exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,
 		probe: `ordinal="${HOSTNAME##*-}"
 export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
@@ -184,8 +189,8 @@ if [ "$ordinal" -eq 0 ]; then
   while :; do pause 3600; done
 fi
 # A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. Looked at again every 10 s: a server restarted alone (no new pod, so no new
-# sidecar) on a datadir its start wiped has no source any more.
+# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
+# source any more: its start leaves a flag, looked for every 10 s.
 point() {
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
@@ -199,9 +204,10 @@ point() {
 point || echo "replication: already configured; left as it is"
 while :; do
   pause 10
-  if status="$(sql -e 'SHOW REPLICA STATUS\G' 2>/dev/null)" && [ -z "$status" ]; then
-    echo "replication: the server has no source (restarted on a new datadir?)"
-    point || :
+  if [ -e /etc/mysql/conf.d/datadir-wiped ]; then
+    echo "replication: the server's start wiped the datadir; pointing it again"
+    point || echo "replication: already configured; left as it is"
+    rm -f /etc/mysql/conf.d/datadir-wiped
   fi
 done
 `,

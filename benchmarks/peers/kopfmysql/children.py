@@ -121,10 +121,12 @@ if [ -e {pending} ]; then
     if [ -n "$(ls -A {DATA_DIR} | grep -v '^lost+found$')" ]; then
       echo "{engine["server"]}: the datadir's first init did not finish; clearing it to initialise it again"
       find {DATA_DIR} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+      touch {CONF_DIR}/datadir-wiped
     fi
   fi
 fi
-exec docker-entrypoint.sh "$@"
+# The official images' entrypoint is on PATH; some derived images keep it at the root.
+exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 """
 
 
@@ -145,8 +147,8 @@ done
 
 
 def replication_script(engine: Obj) -> str:
-    """The sidecar: the primary's replication account, or a replica pointed at the primary whenever
-    it has no source."""
+    """The sidecar: the primary's replication account, or a replica pointed at the primary (again
+    after its server's start wiped the datadir)."""
     client = engine["client"]
     if client == "mariadb":  # TLS when the primary has it, decided by its answer only
         tls = (
@@ -177,8 +179,8 @@ if [ "$ordinal" -eq 0 ]; then
   while :; do pause 3600; done
 fi
 # A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. Looked at again every 10 s: a server restarted alone (no new pod, so no new
-# sidecar) on a datadir its start wiped has no source any more.
+# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
+# source any more: its start leaves a flag, looked for every 10 s.
 point() {{
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
@@ -192,9 +194,10 @@ point() {{
 point || echo "replication: already configured; left as it is"
 while :; do
   pause 10
-  if status="$(sql -e '{engine["status"]}' 2>/dev/null)" && [ -z "$status" ]; then
-    echo "replication: the server has no source (restarted on a new datadir?)"
-    point || :
+  if [ -e {CONF_DIR}/datadir-wiped ]; then
+    echo "replication: the server's start wiped the datadir; pointing it again"
+    point || echo "replication: already configured; left as it is"
+    rm -f {CONF_DIR}/datadir-wiped
   fi
 done
 """
@@ -414,6 +417,7 @@ def statefulset(cluster: Obj) -> Obj:
         "name": "replication",
         "image": image(spec),
         "command": ["sh", "-c", replication_script(engine)],
+        "volumeMounts": [{"name": "conf", "mountPath": CONF_DIR}],
         "env": [
             root_password,
             password_env(cluster, "REPLICATION_PASSWORD", REPLICATION_PASSWORD_KEY),

@@ -97,7 +97,8 @@ class KindCli:
         proc = self._run(self.container_cli, "inspect", "-f", "{{.State.Running}}", container)
         if proc.returncode == 0:
             return proc.stdout.strip() == "true"
-        if "no such" in proc.stderr.lower():  # docker: "No such object"; podman: "no such container"
+        gone = ("no such object", "no such container")  # docker, podman; not "no such host"
+        if any(words in proc.stderr.lower() for words in gone):
             return False
         tail = proc.stderr.strip()[-500:]
         raise EnvtestError(f"`{self.container_cli} inspect {container}` exited {proc.returncode}: {tail}")
