@@ -171,9 +171,9 @@ class MySQLClusterSpec(_Model):
     version: str | None = Field(default=None, pattern=VERSION_PATTERN, max_length=64)
     """Tag of the engine's image, e.g. `8.4` or `10.11`. Unset: the engine's default when the cluster is
     created (8.4 for mysql, 10.11 for mariadb), kept afterwards, so an operator upgrade never upgrades
-    the database (`status.version` shows it); to upgrade, set it. Versions the operator cannot drive
-    (mysql before 8.0.23, mariadb before 10.6) are refused, and so is a downgrade (older major.minor
-    than the pods ran, `status.version`): a datadir cannot go back."""
+    the database (`status.version` shows what ran); to upgrade, set it. Versions the operator cannot
+    drive (mysql before 8.0.23, mariadb before 10.6) are refused, and so is a downgrade (older
+    major.minor than a tag the pods ran): a datadir cannot go back."""
     storage: Storage = Field(
         json_schema_extra={
             # volumeClaimTemplates of a StatefulSet cannot change after creation.

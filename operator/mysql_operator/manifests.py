@@ -44,7 +44,7 @@ PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas", "description": "desired"},
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
-    {"name": "Version", "type": "string", "jsonPath": ".status.version", "description": "the pods' tag"},
+    {"name": "Version", "type": "string", "jsonPath": ".status.version", "description": "tag all pods ran"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

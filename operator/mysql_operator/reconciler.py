@@ -113,7 +113,13 @@ class MySQLClusterReconciler:
             return self._stop(cluster, Problem("InvalidSchedule", message))
 
         live_sts = self.client.get(StatefulSet, namespace, resources.Names(name).statefulset)
-        choice = versions.choose(spec, live_sts, (cluster.get("status") or {}).get("version"))
+        recorded = (cluster.get("status") or {}).get("version")
+        choice = versions.choose(spec, live_sts, recorded)
+        if choice.reason is None and versions.rolls_back(spec, live_sts):
+            # Only then do the pods matter (one LIST): did any of them start the newer tag?
+            selector = ",".join(f"{k}={v}" for k, v in resources.pod_labels(name, "database").items())
+            started = versions.started_tags(self.client.list(Pod, namespace, selector))
+            choice = versions.choose(spec, live_sts, recorded, started)
         try:
             # Children are built with the chosen engine and tag: an unset version keeps what ran.
             problems, sts = self._ensure_children(versions.building(cluster, choice), spec)

@@ -19,8 +19,8 @@ before — a killed init, a restart, a lost pod — is set on every start, never
   (REPLICATION SLAVE only, its own password), and on a replica that has no source points it at
   pod 0 with GTID auto-position (TLS when the primary has it) and starts it — at its start, and
   again when the server's start wiped the datadir (`WIPED_FLAG`). It never restarts a replication
-  someone stopped and never re-adds a source someone removed: such a replica is unready, for a human
-  to look at.
+  someone stopped and, while the pod runs, never re-adds a source someone removed: such a replica is
+  unready, for a human to look at.
 * Readiness is what clients rely on: the server answers an authenticated query (`mysqladmin ping`
   exits 0 even on "Access denied"), and a replica's IO and SQL threads both run.
 

@@ -5,11 +5,12 @@ the StatefulSet runs is kept (else `status.version`, recorded once a rollout has
 so an operator release that raises a default (8.0 → 8.4) never upgrades a running database behind its
 owner's back. Upgrading is setting `spec.version`.
 
-A `spec.version` older, by major.minor, than the tag every pod last ran is refused and the pods keep
-it: neither MySQL nor MariaDB opens a datadir a newer release has upgraded (going back is a dump
-restored into a new cluster). Patch releases are not compared: both allow going back within a release
-series far more often than not. The comparison is with what ran, not with the StatefulSet's template:
-an upgrade to a tag that never started (a typo, an image not pulled) can be taken back.
+A `spec.version` older, by major.minor, than the newest tag that ran is refused and the pods keep that
+one: neither MySQL nor MariaDB opens a datadir a newer release has upgraded (going back is a dump
+restored into a new cluster). "Ran" is `status.version` and the tag of every pod whose server
+container has started; not the StatefulSet's template, so an upgrade to a tag that no pod started (a
+typo, an image that cannot be pulled) can be taken back. Patch releases are not compared: both allow
+going back within a release series far more often than not.
 
 `spec.engine` is immutable in the CRD; a request through v1alpha1, which has no engine field, can
 still change it, so the operator refuses too when the StatefulSet runs the other server.
@@ -51,21 +52,42 @@ def image_tag(image: str) -> str | None:
     return last.rsplit(":", 1)[1] if ":" in last else None
 
 
-def _server(sts: Obj | None) -> Obj | None:
-    containers = ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
-    return next((c for c in containers or [] if c.get("name") == SERVER_CONTAINER), None)
+def _named(items: list[Obj] | None) -> Obj:
+    return next((c for c in items or [] if c.get("name") == SERVER_CONTAINER), None) or {}
+
+
+def _server(sts: Obj | None) -> Obj:
+    return _named(
+        ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+    )
+
+
+def started_tags(pods: list[Obj]) -> list[str]:
+    """The server tags of pods whose server container has started (running now, or ran before): their
+    datadirs may have been upgraded by that release. A pod waiting for its image ran nothing."""
+    tags = []
+    for pod in pods:
+        status = _named((pod.get("status") or {}).get("containerStatuses"))
+        state, last = status.get("state") or {}, status.get("lastState") or {}
+        if "running" not in state and "terminated" not in state and "terminated" not in last:
+            continue
+        image = _named((pod.get("spec") or {}).get("containers")).get("image")
+        tag = image_tag(image) if isinstance(image, str) else None
+        if tag:
+            tags.append(tag)
+    return tags
 
 
 def running_tag(sts: Obj | None) -> str | None:
     """The tag of the database server in a StatefulSet's pod template; None without one."""
-    image = (_server(sts) or {}).get("image")
+    image = _server(sts).get("image")
     return image_tag(image) if isinstance(image, str) else None
 
 
 def running_engine(sts: Obj | None) -> str | None:
     """The engine a StatefulSet's pod template runs: its server program (the command's last word),
     else its image's repository; None when neither tells."""
-    server = _server(sts) or {}
+    server = _server(sts)
     command = server.get("command") or []
     by_program = {e.server: e.name for e in ENGINES.values()}
     if command and command[-1] in by_program:
@@ -77,6 +99,8 @@ def running_engine(sts: Obj | None) -> str | None:
     if image_tag(image) is not None:
         repository = repository.rsplit(":", 1)[0]
     configured = images.current()
+    if configured.mysql_repository == configured.mariadb_repository:
+        return None  # one repository for both: the image cannot tell
     found = {configured.mysql_repository: "mysql", configured.mariadb_repository: "mariadb"}
     return found.get(repository)
 
@@ -97,24 +121,43 @@ def older(wanted: str, ran: str) -> bool:
     return a is not None and b is not None and a < b
 
 
-def choose(spec: MySQLClusterSpec, sts: Obj | None, recorded: str | None) -> Choice:
-    """The engine and tag to build with. `recorded` is status.version: the tag every pod last ran."""
+def rolls_back(spec: MySQLClusterSpec, sts: Obj | None) -> bool:
+    """`spec.version` is older than the StatefulSet's template: allowed only if no pod started that."""
+    template = running_tag(sts)
+    return spec.version is not None and template is not None and older(spec.version, template)
+
+
+def _newest(tags: list[str]) -> str | None:
+    return max(tags, key=lambda t: release(t) or (-math.inf, -math.inf), default=None)
+
+
+def choose(
+    spec: MySQLClusterSpec, sts: Obj | None, recorded: str | None, started: list[str] | tuple[str, ...] = ()
+) -> Choice:
+    """The engine and tag to build with. `recorded` is status.version (the tag every pod ran at the last
+    completed rollout), `started` the tags of pods whose server has started (`started_tags`)."""
     ran_engine = running_engine(sts)
-    server = engine(spec.engine)
     template = running_tag(sts)
     if ran_engine is not None and ran_engine != spec.engine:
-        kept = template or engine(ran_engine).default_version
+        other = engine(ran_engine)
+        kept = _newest([t for t in (template, recorded, *started) if t and other.supports(t)])
+        kept = kept or other.default_version
         message = (
             f"spec.engine {spec.engine!r}: the pods run {ran_engine} and a datadir belongs to one server, "
             f"so they keep {ran_engine} {kept}. Set spec.engine back to {ran_engine!r}"
         )
         return Choice(ran_engine, kept, ENGINE_IMMUTABLE, message)
     # Only tags this engine can run: a drifted or foreign one must not become the cluster's.
+    server = engine(spec.engine)
+    ran = _newest([t for t in (recorded, *started) if t and server.supports(t)])
+    asked = template if template and server.supports(template) else None
     if spec.version is None:
-        # What the StatefulSet asks first: a rollout under way may have upgraded some datadirs already.
-        kept = next((t for t in (template, recorded) if t and server.supports(t)), None)
-        return Choice(spec.engine, kept or spec.image_tag)
-    ran = next((t for t in (recorded, template) if t and server.supports(t)), None)
+        # What the StatefulSet asks (a rollout under way goes on), unless it is older than what ran
+        # (`kubectl rollout undo` after an upgrade): then what ran.
+        if asked is not None and (ran is None or not older(asked, ran)):
+            return Choice(spec.engine, asked)
+        return Choice(spec.engine, ran or spec.image_tag)
+    ran = ran or asked
     if ran is not None and older(spec.version, ran):
         message = (
             f"spec.version {spec.version!r} is older than {ran!r}, which the pods ran: a datadir cannot be "

@@ -14,7 +14,7 @@ from mysql_operator.api import RETAINED_ANNOTATION
 from mysql_operator.client import delete_exactly
 from mysql_operator.engines import ENGINES, MARIADB, MYSQL
 from mysql_operator.immutable import STORAGE_IMMUTABLE
-from mysql_operator.kinds import CronJob, Job, MySQLCluster, PersistentVolumeClaim, Secret, StatefulSet
+from mysql_operator.kinds import CronJob, Job, MySQLCluster, PersistentVolumeClaim, Pod, Secret, StatefulSet
 from mysql_operator.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
 from mysql_operator.runtime.types import Key
 from mysql_operator.status import DEGRADED, condition
@@ -319,3 +319,33 @@ def test_an_engine_change_that_got_past_the_crd_is_refused(
     assert server["command"][-1] == "mariadbd"
     found = degraded(kube)
     assert (found["status"], found["reason"]) == ("True", ENGINE_IMMUTABLE)
+
+
+def test_an_upgrade_a_pod_started_cannot_be_taken_back(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(version="8.4"))
+    reconciler.reconcile(KEY)
+    rolled_out(kube, reconciler)
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "9.9"}})
+    reconciler.reconcile(KEY)
+    # The StatefulSet controller replaced the highest ordinal first; its server started (and may have
+    # upgraded its datadir) but never became ready, so the rollout never completed.
+    started = {"name": "mysql", "state": {"running": {}}, "lastState": {}}
+    kube.put(
+        Pod,
+        {
+            "metadata": {
+                "name": "db-mysql-0",
+                "namespace": "ns",
+                "labels": resources.pod_labels("db", "database"),
+            },
+            "spec": {"containers": [{"name": "mysql", "image": "mysql:9.9"}]},
+            "status": {"containerStatuses": [started]},
+        },
+    )
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.4"}})
+    reconciler.reconcile(KEY)
+    assert server_image(kube) == "mysql:9.9"
+    found = degraded(kube)
+    assert (found["status"], found["reason"]) == ("True", VERSION_DOWNGRADE)

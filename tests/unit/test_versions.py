@@ -12,8 +12,10 @@ from mysql_operator.versions import (
     choose,
     image_tag,
     older,
+    rolls_back,
     running_engine,
     running_tag,
+    started_tags,
 )
 
 
@@ -105,3 +107,52 @@ def test_choose_refuses_a_downgrade_from_what_ran_not_from_the_template() -> Non
 def test_choose_keeps_the_engine_the_pods_run() -> None:
     kept = choose(spec(engine="mysql", version="8.4"), sts("mariadb:10.11", ["sh", "mariadbd"]), "10.11")
     assert (kept.engine, kept.tag, kept.reason) == ("mariadb", "10.11", ENGINE_IMMUTABLE)
+
+
+def pod(image: str, state: dict[str, object], last: dict[str, object] | None = None) -> dict[str, object]:
+    status = {"name": "mysql", "state": state, "lastState": last or {}}
+    return {
+        "spec": {"containers": [{"name": "mysql", "image": image}]},
+        "status": {"containerStatuses": [status]},
+    }
+
+
+def test_started_tags_are_those_of_servers_that_ran() -> None:
+    pods = [
+        pod("mysql:9.9", {"running": {}}),
+        pod("mysql:9.8", {"waiting": {"reason": "CrashLoopBackOff"}}, {"terminated": {"exitCode": 1}}),
+        pod("mysql:9.7", {"waiting": {"reason": "ImagePullBackOff"}}),  # never ran
+        pod("mysql:9.6", {"terminated": {"exitCode": 0}}),
+        {"spec": {"containers": [{"name": "mysql", "image": "mysql:9.5"}]}},  # no status yet
+    ]
+    assert started_tags(pods) == ["9.9", "9.8", "9.6"]
+
+
+def test_an_upgrade_some_pod_started_cannot_be_taken_back() -> None:
+    template = sts("mysql:9.9")
+    back = spec(version="8.4")
+    assert rolls_back(back, template)
+    assert choose(back, template, "8.4", []).reason is None, "no pod started 9.9: a typo, say"
+    refused = choose(back, template, "8.4", ["8.4", "9.9"])
+    assert (refused.tag, refused.reason) == ("9.9", VERSION_DOWNGRADE)
+    assert not rolls_back(spec(version="9.9"), template)
+    assert not rolls_back(spec(), template)
+
+
+def test_an_unset_version_does_not_follow_a_rollout_undone_by_hand() -> None:
+    assert choose(spec(), sts("mysql:8.0"), "8.4").tag == "8.4"
+
+
+def test_the_engine_kept_gets_a_tag_it_can_run() -> None:
+    kept = choose(spec(engine="mysql"), sts("mariadb:lts", ["sh", "mariadbd"]), "11.4")
+    assert (kept.engine, kept.tag) == ("mariadb", "11.4")
+    digest = choose(spec(engine="mysql"), sts("mariadb@sha256:" + "0" * 64, ["sh", "mariadbd"]), None)
+    assert (digest.engine, digest.tag) == ("mariadb", "10.11")
+
+
+def test_one_repository_for_both_engines_tells_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        images, "current", lambda: images.Images(mysql_repository="reg/db", mariadb_repository="reg/db")
+    )
+    assert running_engine(sts("reg/db:8.4")) is None
+    assert running_engine(sts("reg/db:8.4", ["sh", "-c", "...", "sh", "mysqld"])) == "mysql"
