@@ -250,7 +250,7 @@ class FinalBackup:
             message = f"scaled StatefulSet {names.statefulset} to 0 for a consistent final backup"
             self.r.event(cluster, "Normal", "StoppingDatabase", message)
             return Step({**stopping, "message": message}, Result(requeue_after=POLL_SECONDS))
-        selector = ",".join(f"{k}={v}" for k, v in resources.pod_labels(meta["name"], "database").items())
+        selector = resources.database_selector(meta["name"])
         pods = self.r.client.list(Pod, namespace, selector)
         if sts is not None and (not ours or orphaning):
             if not pods:

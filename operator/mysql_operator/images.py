@@ -19,9 +19,18 @@ MARIADB_ENV = "MYSQL_OPERATOR_MARIADB_IMAGE"
 BACKUP_ENV = "MYSQL_OPERATOR_BACKUP_IMAGE"
 
 
-def _check_versioned(image: str, what: str) -> str:
+def split_reference(image: str) -> tuple[str, str | None]:
+    """(repository, tag) of an image reference: `registry:5000/mysql:8.4@sha256:…` → (`registry:5000/
+    mysql`, `8.4`); the tag is None without one (a registry's port is no tag)."""
     name = image.split("@", 1)[0]
-    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else None
+    if ":" not in name.rsplit("/", 1)[-1]:
+        return name, None
+    repository, tag = name.rsplit(":", 1)
+    return repository, tag
+
+
+def _check_versioned(image: str, what: str) -> str:
+    tag = split_reference(image)[1]
     if "@" not in image and tag in (None, "latest"):
         raise ValueError(f"{what} {image!r} needs a version tag (untagged or :latest is pulled Always)")
     return image

@@ -117,8 +117,9 @@ class MySQLClusterReconciler:
         choice = versions.choose(spec, live_sts, recorded)
         if choice.reason is None and versions.rolls_back(spec, live_sts):
             # Only then do the pods matter (one LIST): did any of them start the newer tag?
-            selector = ",".join(f"{k}={v}" for k, v in resources.pod_labels(name, "database").items())
-            started = versions.started_tags(self.client.list(Pod, namespace, selector))
+            started = versions.started_tags(
+                self.client.list(Pod, namespace, resources.database_selector(name))
+            )
             choice = versions.choose(spec, live_sts, recorded, started)
         try:
             # Children are built with the chosen engine and tag: an unset version keeps what ran.
@@ -250,7 +251,7 @@ class MySQLClusterReconciler:
                 f"cluster {source.cluster}) does not exist; pod 0 waits for it"
             )
             return False, [Problem(RESTORE_SOURCE_MISSING, message, fatal=False)]
-        selector = ",".join(f"{k}={v}" for k, v in resources.pod_labels(meta["name"], "database").items())
+        selector = resources.database_selector(meta["name"])
         for pod in self.client.list(Pod, namespace, selector):
             if pod["metadata"]["name"] != resources.Names(meta["name"]).primary_pod:
                 continue

@@ -122,6 +122,11 @@ def pod_labels(name: str, component: str) -> dict[str, str]:
     return {**labels(name), "app.kubernetes.io/component": component}
 
 
+def database_selector(name: str) -> str:
+    """Label selector (for a LIST) of cluster `name`'s database pods."""
+    return ",".join(f"{k}={v}" for k, v in pod_labels(name, "database").items())
+
+
 def owner_reference(cluster: Obj) -> Obj:
     meta = cluster["metadata"]
     return {

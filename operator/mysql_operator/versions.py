@@ -47,9 +47,7 @@ class Choice:
 
 def image_tag(image: str) -> str | None:
     """The tag of an image reference (`registry:5000/mysql:8.4@sha256:…` → `8.4`), None without one."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return last.rsplit(":", 1)[1] if ":" in last else None
+    return images.split_reference(image)[1]
 
 
 def _named(items: list[Obj] | None) -> Obj:
@@ -95,9 +93,7 @@ def running_engine(sts: Obj | None) -> str | None:
     image = server.get("image")
     if not isinstance(image, str):
         return None
-    repository = image.split("@", 1)[0]
-    if image_tag(image) is not None:
-        repository = repository.rsplit(":", 1)[0]
+    repository = images.split_reference(image)[0]
     configured = images.current()
     if configured.mysql_repository == configured.mariadb_repository:
         return None  # one repository for both: the image cannot tell

@@ -17,7 +17,8 @@ from typing import Any
 
 from pykube.exceptions import HTTPError
 
-from mysql_operator.kinds import Kind
+from mysql_operator import resources
+from mysql_operator.kinds import Kind, StatefulSet
 
 Obj = dict[str, Any]
 
@@ -348,6 +349,29 @@ def _json_patch(doc: Obj, ops: list[Obj]) -> Obj:
         elif op["op"] == "remove":
             target.pop(leaf, None)
     return doc
+
+
+def rollout_completed(
+    kube: FakeKube, replicas: int = 1, name: str = "db-mysql", namespace: str = "ns"
+) -> None:
+    """What the StatefulSet controller reports once every pod runs the latest template and is ready."""
+    sts = kube.peek(StatefulSet, namespace, name)
+    assert sts is not None
+    status = {"observedGeneration": sts["metadata"]["generation"], "replicas": replicas}
+    kube.set_status(
+        StatefulSet, namespace, name, status | {"readyReplicas": replicas, "updatedReplicas": replicas}
+    )
+
+
+def database_pod(ordinal: int = 0, name: str = "db", namespace: str = "ns", **body: Any) -> Obj:
+    """A database pod of cluster `name`, named and labelled as its StatefulSet makes them; `body`
+    holds its spec and status."""
+    meta = {
+        "name": f"{name}-mysql-{ordinal}",
+        "namespace": namespace,
+        "labels": resources.pod_labels(name, "database"),
+    }
+    return {"metadata": meta, **body}
 
 
 def cluster(name: str = "db", namespace: str = "ns", **spec: Any) -> Obj:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from operator_fakes import FakeKube, RecordingEvents, cluster
+from operator_fakes import FakeKube, RecordingEvents, cluster, database_pod, rollout_completed
 
 from mysql_operator import resources
 from mysql_operator.api import RETAINED_ANNOTATION
@@ -221,14 +221,9 @@ def server_image(kube: FakeKube) -> str:
     return str(server["image"])
 
 
-def rolled_out(kube: FakeKube, reconciler: MySQLClusterReconciler, replicas: int = 1) -> None:
+def rolled_out(kube: FakeKube, reconciler: MySQLClusterReconciler) -> None:
     """The StatefulSet controller has run every pod on the latest template; the operator looks."""
-    sts = kube.peek(StatefulSet, "ns", "db-mysql")
-    assert sts is not None
-    status = {"observedGeneration": sts["metadata"]["generation"], "replicas": replicas}
-    kube.set_status(
-        StatefulSet, "ns", "db-mysql", status | {"readyReplicas": replicas, "updatedReplicas": replicas}
-    )
+    rollout_completed(kube)
     reconciler.reconcile(KEY)
 
 
@@ -332,18 +327,11 @@ def test_an_upgrade_a_pod_started_cannot_be_taken_back(
     # The StatefulSet controller replaced the highest ordinal first; its server started (and may have
     # upgraded its datadir) but never became ready, so the rollout never completed.
     started = {"name": "mysql", "state": {"running": {}}, "lastState": {}}
-    kube.put(
-        Pod,
-        {
-            "metadata": {
-                "name": "db-mysql-0",
-                "namespace": "ns",
-                "labels": resources.pod_labels("db", "database"),
-            },
-            "spec": {"containers": [{"name": "mysql", "image": "mysql:9.9"}]},
-            "status": {"containerStatuses": [started]},
-        },
+    pod = database_pod(
+        spec={"containers": [{"name": "mysql", "image": "mysql:9.9"}]},
+        status={"containerStatuses": [started]},
     )
+    kube.put(Pod, pod)
     kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.4"}})
     reconciler.reconcile(KEY)
     assert server_image(kube) == "mysql:9.9"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from operator_fakes import START, Clock, FakeKube, RecordingEvents, cluster
+from operator_fakes import START, Clock, FakeKube, RecordingEvents, cluster, database_pod
 
 from mysql_operator import finalizer, resources
 from mysql_operator.api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
@@ -28,9 +28,8 @@ def record(kube: FakeKube) -> dict[str, Any]:
     return live(kube)["status"].get("finalBackup") or {}
 
 
-def database_pod(kube: FakeKube, ordinal: int = 0) -> None:
-    labels = resources.pod_labels("db", "database")
-    kube.put(Pod, {"metadata": {"name": f"db-mysql-{ordinal}", "namespace": "ns", "labels": labels}})
+def put_database_pod(kube: FakeKube, ordinal: int = 0) -> None:
+    kube.put(Pod, database_pod(ordinal))
 
 
 def deleted(kube: FakeKube, reconciler: MySQLClusterReconciler, *, backup: bool = True) -> None:
@@ -38,7 +37,7 @@ def deleted(kube: FakeKube, reconciler: MySQLClusterReconciler, *, backup: bool 
     kube.put(MySQLCluster, cluster(backup={"enabled": backup}))
     reconciler.reconcile(KEY)
     kube.put(PersistentVolumeClaim, {"metadata": {"name": "data-db-mysql-0", "namespace": "ns"}, "spec": {}})
-    database_pod(kube)
+    put_database_pod(kube)
     kube.patch_merge(MySQLCluster, "ns", "db", {"metadata": {"finalizers": ["example.com/other", FINALIZER]}})
     kube.delete(MySQLCluster, "ns", "db")
 
@@ -68,14 +67,9 @@ def scheduled_pod(kube: FakeKube, ordinal: int) -> None:
     sts = kube.peek(StatefulSet, "ns", "db-mysql")
     assert sts is not None
     owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db-mysql", "controller": True}
-    meta = {
-        "name": f"db-mysql-{ordinal}",
-        "namespace": "ns",
-        "labels": resources.pod_labels("db", "database"),
-        "ownerReferences": [{**owner, "uid": sts["metadata"]["uid"]}],
-    }
-    spec = {"nodeName": "node-a", "terminationGracePeriodSeconds": GRACE}
-    kube.put(Pod, {"metadata": meta, "spec": spec})
+    pod = database_pod(ordinal, spec={"nodeName": "node-a", "terminationGracePeriodSeconds": GRACE})
+    pod["metadata"]["ownerReferences"] = [{**owner, "uid": sts["metadata"]["uid"]}]
+    kube.put(Pod, pod)
 
 
 def stuck_scale_down(kube: FakeKube, reconciler: MySQLClusterReconciler) -> None:
@@ -131,7 +125,7 @@ def test_job_is_created_only_after_every_database_pod_is_gone(
 ) -> None:
     deleted(kube, reconciler)
     reconciler.reconcile(KEY)  # scaled to 0; pod 0 is still shutting down
-    database_pod(kube, 1)
+    put_database_pod(kube, 1)
     statefulset_at_zero(kube)
     for _ in range(3):
         assert reconciler.reconcile(KEY) == POLL

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from operator_fakes import FakeKube, RecordingEvents, cluster
+from operator_fakes import FakeKube, RecordingEvents, cluster, rollout_completed
 from pykube.exceptions import HTTPError
 
 from mysql_operator import resources
@@ -28,14 +28,6 @@ def live_cluster(kube: FakeKube) -> dict:
     obj = kube.peek(MySQLCluster, "ns", "db")
     assert obj is not None
     return obj
-
-
-def make_ready(kube: FakeKube, replicas: int = 1) -> None:
-    sts = kube.peek(StatefulSet, "ns", "db-mysql")
-    assert sts is not None
-    status = {"observedGeneration": sts["metadata"]["generation"], "replicas": replicas}
-    status |= {"readyReplicas": replicas, "updatedReplicas": replicas}
-    kube.set_status(StatefulSet, "ns", "db-mysql", status)
 
 
 def test_missing_cluster_is_a_noop(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
@@ -63,7 +55,7 @@ def test_converged_cluster_gets_no_write_on_the_next_reconcile(
 ) -> None:
     kube.put(MySQLCluster, cluster(backup={"enabled": True}))
     reconciler.reconcile(KEY)
-    make_ready(kube)
+    rollout_completed(kube)
     reconciler.reconcile(KEY)
     assert live_cluster(kube)["status"]["phase"] == "Running"
     kube.writes.clear()
@@ -77,7 +69,7 @@ def test_spec_change_patches_the_statefulset_and_status_only(
 ) -> None:
     kube.put(MySQLCluster, cluster())
     reconciler.reconcile(KEY)
-    make_ready(kube)
+    rollout_completed(kube)
     reconciler.reconcile(KEY)
     kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"replicas": 3}})
     kube.writes.clear()

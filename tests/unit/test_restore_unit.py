@@ -7,7 +7,7 @@ import base64
 from typing import Any
 
 import pytest
-from operator_fakes import FakeKube, RecordingEvents, cluster
+from operator_fakes import FakeKube, RecordingEvents, cluster, database_pod
 from pydantic import ValidationError
 
 from mysql_operator import conversion, resources
@@ -222,19 +222,8 @@ def test_a_failed_restore_container_is_reported_with_its_message(
     kube.put(MySQLCluster, cluster(restore=RESTORE))
     reconciler.reconcile(KEY)
     terminated = {"exitCode": 1, "message": "restore: no final-*.tar.gz in PersistentVolumeClaim old-backup"}
-    kube.put(
-        Pod,
-        {
-            "metadata": {
-                "name": "db-mysql-0",
-                "namespace": "ns",
-                "labels": resources.pod_labels("db", "database"),
-            },
-            "status": {
-                "initContainerStatuses": [{"name": "restore", "lastState": {"terminated": terminated}}]
-            },
-        },
-    )
+    restore = {"name": "restore", "lastState": {"terminated": terminated}}
+    kube.put(Pod, database_pod(status={"initContainerStatuses": [restore]}))
     reconciler.reconcile(KEY)
     found = degraded(kube)
     assert found["reason"] == RESTORE_FAILED and "no final-*.tar.gz" in found["message"]
