@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,14 @@ MYSQL = "apis/db.example.com/v1/namespaces/{}/mysqlclusters"
 
 
 def wait_for(path):
-    deadline = time.monotonic() + 240
-    while not path.exists():
+    deadline = time.monotonic() + float(os.environ["SHARED_WAIT"])
+    while True:
+        # The outer test marks each run finished when its process ends, whatever its outcome;
+        # read before `path`, so a run that wrote it and then ended is not taken for a failed one.
+        ended = (SYNC / f"{OTHER}.finished").exists()
+        if path.exists():
+            return
+        assert not ended, f"{OTHER} ended before {path.name} appeared"
         assert time.monotonic() < deadline, f"{path.name} never appeared"
         time.sleep(0.2)
 
@@ -79,7 +86,8 @@ def test_converges_beside_the_other_run(operator, namespace, cluster, kube):
     wait_for(SYNC / f"{OTHER}.started")  # both operators are up on the one cluster now
     if RUN == "shared-b":
         return
-    wait_for(SYNC / f"{OTHER}.finished")  # its session end, and with it its sweep, is over
+    while not (SYNC / f"{OTHER}.finished").exists():  # its session end, and with it its sweep, is over
+        time.sleep(0.2)
     live(cluster, f"api/v1/namespaces/{namespace}")
     live(cluster, f"api/v1/namespaces/leftover-{RUN}")
     bindings = cluster.session.get(
@@ -147,20 +155,31 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
             "-o", "envtest_conversion_webhook=",
         ]  # fmt: skip
         run_env = {**env, "ENVTEST_RUN_ID": run, "OTHER_RUN_ID": other, "SHARED_SYNC": str(sync)}
+        run_env["SHARED_WAIT"] = str(timeouts(INNER_SECONDS - 60))
         log = (tmp_path / f"{run}.log").open("w")
         procs[run] = subprocess.Popen(cmd, cwd=project, env=run_env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        for run in reversed(RUNS):  # shared-b first: shared-a waits for it to have finished
-            procs[run].wait(timeout=timeouts(INNER_SECONDS))
-            (sync / f"{run}.finished").write_text("")
+        # Each run is marked finished as it ends: shared-a then checks what shared-b's sweep left,
+        # and a run that failed early ends the other's wait for it at once.
+        deadline = time.monotonic() + timeouts(INNER_SECONDS)
+        running = set(RUNS)
+        while running:
+            for run in [r for r in running if procs[r].poll() is not None]:
+                (sync / f"{run}.finished").write_text("")
+                running.discard(run)
+            assert not running or time.monotonic() < deadline, f"{sorted(running)} still running"
+            time.sleep(0.2)
     finally:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     logs = {run: (tmp_path / f"{run}.log").read_text() for run in RUNS}
+    failed = [run for run in RUNS if procs[run].returncode != 0]
+    assert not failed, "\n\n".join(
+        f"{run} (exit {procs[run].returncode}):\n{logs[run][-4000:]}" for run in RUNS
+    )
     for run in RUNS:
-        assert procs[run].returncode == 0, f"{run}:\n{logs[run][-4000:]}"
         assert "1 passed" in logs[run], logs[run][-2000:]
         labels = json.loads((sync / f"{run}.labels").read_text())
         assert labels[RUN_LABEL] == run, f"{run}'s objects are labelled {labels}"

@@ -205,7 +205,7 @@ def ready_apiserver() -> Iterator[str]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_POST = do_PUT = do_DELETE = _accept_write
+        do_POST = do_PUT = do_PATCH = do_DELETE = _accept_write
 
         def log_message(self, *_args: Any) -> None:
             pass

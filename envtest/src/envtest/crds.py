@@ -15,6 +15,7 @@ from typing import Any
 import requests
 import yaml
 
+from envtest import objects
 from envtest.errors import CRDError
 
 CRD_API = "apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -112,14 +113,7 @@ def uninstall(
 
 def _apply(session: requests.Session, server: str, path: Path, crd: dict[str, Any]) -> dict[str, Any]:
     name = crd["metadata"]["name"]
-    resp = session.post(f"{server}/{CRD_API}", json=crd, timeout=30)
-    if resp.status_code == 409:
-        current = session.get(f"{server}/{CRD_API}/{name}", timeout=10).json()
-        update = {
-            **crd,
-            "metadata": {**crd["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
-        }
-        resp = session.put(f"{server}/{CRD_API}/{name}", json=update, timeout=30)
+    resp = objects.create_or_replace(session, f"{server}/{CRD_API}", crd)
     if resp.status_code not in (200, 201):
         raise CRDError(
             f"{path}: CRD {name} rejected by the apiserver ({resp.status_code}): {_message(resp)}",

@@ -3,13 +3,16 @@ manifests, and listing/deleting the custom resources of a namespace."""
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import requests
 import yaml
+from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_random_exponential
 
 from envtest.errors import ConfigError, EnvtestError
 
@@ -68,6 +71,51 @@ def apply(
             f"{where}applying {obj['kind']}/{obj['metadata']['name']} failed "
             f"({resp.status_code}): {resp.text[:300]}"
         )
+
+
+REPLACE_ATTEMPTS = 8
+
+
+def create_or_replace(
+    session: requests.Session,
+    collection: str,
+    doc: dict[str, Any],
+    *,
+    attempts: int = REPLACE_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> requests.Response:
+    """Create `doc` in `collection` (a URL), or replace the object of that name with it; the last
+    answer is returned for the caller to judge.
+
+    A replace carries the resourceVersion just read, so it can meet a 409 Conflict: another run
+    installing the same CRDs, or the apiserver's own controllers writing a CRD's status right after
+    it was created. Then it is read and tried again, as client-go's RetryOnConflict does; an object
+    deleted in between is created again."""
+    url = f"{collection}/{doc['metadata']['name']}"
+
+    def once() -> tuple[str, requests.Response]:
+        resp = session.post(collection, json=doc, timeout=30)
+        if resp.status_code != 409:  # created, or refused for a reason a retry cannot change
+            return "POST", resp
+        current = session.get(url, timeout=10)
+        if current.status_code != 200:
+            return "GET", current
+        update = copy.deepcopy(doc)
+        update["metadata"]["resourceVersion"] = current.json()["metadata"]["resourceVersion"]
+        return "PUT", session.put(url, json=update, timeout=30)
+
+    def lost_a_race(outcome: tuple[str, requests.Response]) -> bool:
+        method, resp = outcome
+        return resp.status_code == 409 or (resp.status_code == 404 and method != "POST")
+
+    retrying = Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_random_exponential(multiplier=0.05, max=1.0),
+        retry=retry_if_result(lost_a_race),
+        retry_error_callback=lambda state: state.outcome.result(),  # type: ignore[union-attr]
+        sleep=sleep,
+    )
+    return retrying(once)[1]
 
 
 def custom_resource_paths(crds: Iterable[dict[str, Any]]) -> list[str]:

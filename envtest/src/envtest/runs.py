@@ -186,7 +186,14 @@ class RunRecord:
 
     def renew(self) -> bool:
         body = _lease(self.run, self.worker, holder_identity(), self._clock())
-        resp = self._session.put(self.url, json=body, timeout=10)
+        # A Lease is never replaced without its resourceVersion (422); a merge patch needs none,
+        # and this process is its record's only writer.
+        resp = self._session.patch(
+            self.url,
+            data=json.dumps(body),
+            headers={"Content-Type": "application/merge-patch+json"},
+            timeout=10,
+        )
         if resp.status_code == 404:
             resp = self._session.post(f"{self._server}/{LEASES}", json=body, timeout=10)
         if resp.status_code >= 300:

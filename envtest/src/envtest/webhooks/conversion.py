@@ -42,7 +42,6 @@ fail (and so do list/watch at that version); tests of that belong on ``private_c
 
 from __future__ import annotations
 
-import copy
 import importlib
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -52,7 +51,7 @@ from typing import Any, Protocol
 import requests
 import yaml
 
-from envtest import crds
+from envtest import crds, objects
 from envtest.errors import ConfigError, CRDError
 from envtest.webhooks.certs import ServingCerts, serving_certs
 from envtest.webhooks.config import ca_bundle, conversion_crds
@@ -202,12 +201,7 @@ def repoint(
 
 def _apply(session: requests.Session, server: str, crd: dict[str, Any]) -> dict[str, Any]:
     name = crd["metadata"]["name"]
-    resp = session.post(f"{server}/{crds.CRD_API}", json=crd, timeout=30)
-    if resp.status_code == 409:
-        current = session.get(f"{server}/{crds.CRD_API}/{name}", timeout=10).json()
-        update = copy.deepcopy(crd)
-        update["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        resp = session.put(f"{server}/{crds.CRD_API}/{name}", json=update, timeout=30)
+    resp = objects.create_or_replace(session, f"{server}/{crds.CRD_API}", crd)
     if resp.status_code not in (200, 201):
         raise CRDError(f"CRD {name} rejected by the apiserver ({resp.status_code}): {resp.text[:300]}")
     return resp.json()  # type: ignore[no-any-return]

@@ -30,7 +30,6 @@ all of its webhooks. The one server it cannot probe is one that *admits every pa
 
 from __future__ import annotations
 
-import copy
 import secrets
 import time
 from collections.abc import Iterable, Mapping
@@ -40,6 +39,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from envtest import objects
 from envtest.errors import EnvtestError
 from envtest.webhooks import config
 from envtest.webhooks.server import PROBE_PATH
@@ -261,13 +261,8 @@ def _url(server: str, doc: dict[str, Any]) -> str:
 
 def _create(session: requests.Session, server: str, doc: dict[str, Any]) -> dict[str, Any]:
     base = f"{server}/apis/{config.ADMISSION_API}/{_plural(doc['kind'])}"
-    resp = session.post(base, json=doc, timeout=30)
-    if resp.status_code == 409:
-        # Left by an earlier attempt with the same suffix (a rerun in a kept namespace): replace it.
-        current = session.get(_url(server, doc), timeout=10).json()
-        update = copy.deepcopy(doc)
-        update["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        resp = session.put(_url(server, doc), json=update, timeout=30)
+    # One left by an earlier attempt with the same suffix (a rerun in a kept namespace) is replaced.
+    resp = objects.create_or_replace(session, base, doc)
     if resp.status_code not in (200, 201):
         raise EnvtestError(
             f"creating {doc['kind']}/{doc['metadata']['name']} failed ({resp.status_code}): {_message(resp)}"
