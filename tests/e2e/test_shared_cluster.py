@@ -29,8 +29,12 @@ pytestmark = pytest.mark.envtest_local
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ("shared-a", "shared-b")
 """Run ids: `shared-a` outlives `shared-b` and checks nothing of its own was swept with it."""
-INNER_SECONDS = 300.0
-"""Seconds for one inner run (an operator start and one reconcile on a loaded 2-core machine: ≈ 15 s)."""
+CONVERGE_SECONDS = 120.0
+"""An inner run's wait for its operator to act on a change (≈ 3 s on a loaded 2-core machine)."""
+WAIT_SECONDS = 240.0
+"""An inner run's wait for the other to start or to finish (≈ 15 s: its session start and a reconcile)."""
+INNER_SECONDS = 60 + 2 * CONVERGE_SECONDS + 2 * WAIT_SECONDS
+"""The outer limit: longer than an inner run's own waits together, so those fail first and say why."""
 
 INNER_TEST = """
 import json, os, pathlib, time
@@ -45,8 +49,11 @@ RUN, OTHER = os.environ["ENVTEST_RUN_ID"], os.environ["OTHER_RUN_ID"]
 MYSQL = "apis/db.example.com/v1/namespaces/{}/mysqlclusters"
 
 
+WAIT, CONVERGE = float(os.environ["SHARED_WAIT"]), float(os.environ["SHARED_CONVERGE"])
+
+
 def wait_for(path):
-    deadline = time.monotonic() + float(os.environ["SHARED_WAIT"])
+    deadline = time.monotonic() + WAIT
     while True:
         # The outer test marks each run finished when its process ends, whatever its outcome;
         # read before `path`, so a run that wrote it and then ended is not taken for a failed one.
@@ -80,13 +87,15 @@ def test_converges_beside_the_other_run(operator, namespace, cluster, kube):
           "spec": {"replicas": 1, "storage": {"size": "1Gi"}}}
     resp = cluster.session.post(f"{cluster.server}/{MYSQL.format(namespace)}", json=cr, timeout=10)
     assert resp.status_code == 201, resp.text
-    eventually(lambda: statefulset_replicas(cluster, namespace, 1), timeout=120)
+    eventually(lambda: statefulset_replicas(cluster, namespace, 1), timeout=CONVERGE)
 
     (SYNC / f"{RUN}.started").write_text("")
     wait_for(SYNC / f"{OTHER}.started")  # both operators are up on the one cluster now
     if RUN == "shared-b":
         return
+    deadline = time.monotonic() + WAIT
     while not (SYNC / f"{OTHER}.finished").exists():  # its session end, and with it its sweep, is over
+        assert time.monotonic() < deadline, f"{OTHER} still running"
         time.sleep(0.2)
     live(cluster, f"api/v1/namespaces/{namespace}")
     live(cluster, f"api/v1/namespaces/leftover-{RUN}")
@@ -101,7 +110,7 @@ def test_converges_beside_the_other_run(operator, namespace, cluster, kube):
         headers={"Content-Type": "application/merge-patch+json"}, timeout=10,
     )
     assert resp.status_code == 200, resp.text
-    eventually(lambda: statefulset_replicas(cluster, namespace, 2), timeout=120)
+    eventually(lambda: statefulset_replicas(cluster, namespace, 2), timeout=CONVERGE)
 """
 
 
@@ -155,7 +164,8 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
             "-o", "envtest_conversion_webhook=",
         ]  # fmt: skip
         run_env = {**env, "ENVTEST_RUN_ID": run, "OTHER_RUN_ID": other, "SHARED_SYNC": str(sync)}
-        run_env["SHARED_WAIT"] = str(timeouts(INNER_SECONDS - 60))
+        run_env["SHARED_WAIT"] = str(timeouts(WAIT_SECONDS))
+        run_env["SHARED_CONVERGE"] = str(timeouts(CONVERGE_SECONDS))
         log = (tmp_path / f"{run}.log").open("w")
         procs[run] = subprocess.Popen(cmd, cwd=project, env=run_env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -163,11 +173,10 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
         # and a run that failed early ends the other's wait for it at once.
         deadline = time.monotonic() + timeouts(INNER_SECONDS)
         running = set(RUNS)
-        while running:
+        while running and time.monotonic() < deadline:
             for run in [r for r in running if procs[r].poll() is not None]:
                 (sync / f"{run}.finished").write_text("")
                 running.discard(run)
-            assert not running or time.monotonic() < deadline, f"{sorted(running)} still running"
             time.sleep(0.2)
     finally:
         for proc in procs.values():
@@ -175,10 +184,11 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
                 proc.kill()
                 proc.wait()
     logs = {run: (tmp_path / f"{run}.log").read_text() for run in RUNS}
-    failed = [run for run in RUNS if procs[run].returncode != 0]
-    assert not failed, "\n\n".join(
-        f"{run} (exit {procs[run].returncode}):\n{logs[run][-4000:]}" for run in RUNS
+    outcome = "\n\n".join(f"{run} (exit {procs[run].returncode}):\n{logs[run][-4000:]}" for run in RUNS)
+    assert not running, (
+        f"{sorted(running)} killed, still running after {timeouts(INNER_SECONDS):.0f}s\n{outcome}"
     )
+    assert all(procs[run].returncode == 0 for run in RUNS), outcome
     for run in RUNS:
         assert "1 passed" in logs[run], logs[run][-2000:]
         labels = json.loads((sync / f"{run}.labels").read_text())

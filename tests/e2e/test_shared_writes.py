@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
 
 from envtest import crds, runs
@@ -58,22 +59,37 @@ def test_runs_installing_the_same_crds_at_once_all_succeed(
 ) -> None:
     group = f"race-{uuid.uuid4().hex[:8]}.envtest.io"
     start = threading.Barrier(RUNS_AT_ONCE)
+    conflicts: list[str] = []  # replaces the apiserver answered 409: the races the retry won
+
+    def count_conflicts(resp: requests.Response, *_: Any, **__: Any) -> None:
+        if resp.request.method == "PUT" and resp.status_code == 409:
+            conflicts.append(resp.url)
 
     def one_run(index: int) -> list[str]:
         client = envtest_cluster.new_pykube()  # its own connections, as another process has
+        client.session.hooks["response"].append(count_conflicts)
         names = []
-        for round_ in range(ROUNDS):
-            # Each round changes the CRD, so every replace writes something new.
-            path = tmp_path / f"run{index}-round{round_}.yaml"
-            path.write_text(yaml.safe_dump(_crd(group, f"round {round_}")))
-            start.wait(timeout=timeouts(60))
-            installed = crds.install(client.session, client.url, [path], timeout=timeouts(60))
-            names += [crd["metadata"]["name"] for crd in installed]
+        try:
+            for round_ in range(ROUNDS):
+                # Each round changes the CRD, so every replace writes something new.
+                path = tmp_path / f"run{index}-round{round_}.yaml"
+                path.write_text(yaml.safe_dump(_crd(group, f"round {round_}")))
+                start.wait(timeout=timeouts(60))
+                installed = crds.install(client.session, client.url, [path], timeout=timeouts(60))
+                names += [crd["metadata"]["name"] for crd in installed]
+        except BaseException:
+            start.abort()  # the others stop waiting for this run at once; its own error is the one shown
+            raise
         return names
 
     try:
         with ThreadPoolExecutor(RUNS_AT_ONCE) as pool:
-            results = list(pool.map(one_run, range(RUNS_AT_ONCE)))
+            futures = [pool.submit(one_run, index) for index in range(RUNS_AT_ONCE)]
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
+        if errors:  # the run that failed first, not those it released from the barrier
+            raise next((e for e in errors if not isinstance(e, threading.BrokenBarrierError)), errors[0])
+        print(f"{len(conflicts)} replaces met a 409 Conflict and were retried")  # how often the race was met
+        results = [f.result() for f in futures]
         assert results == [[f"gadgets.{group}"] * ROUNDS] * RUNS_AT_ONCE
         served = envtest_cluster.pykube.session.get(
             f"{envtest_cluster.pykube.url}/{crds.CRD_API}/gadgets.{group}", timeout=timeouts(10)

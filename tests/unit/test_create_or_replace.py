@@ -66,6 +66,21 @@ def test_an_object_deleted_between_the_read_and_the_write_is_created_again() -> 
     assert [method for method, _, _ in session.sent] == ["POST", "GET", "POST"]
 
 
+def test_an_object_deleted_between_the_read_and_the_replace_is_created_again() -> None:
+    session = Scripted(post=[Resp(409), Resp(201)], get=[_current("3")], put=[Resp(404)])
+    resp = objects.create_or_replace(session, COLLECTION, DOC, sleep=lambda _: None)  # type: ignore[arg-type]
+    assert resp.status_code == 201
+    assert [method for method, _, _ in session.sent] == ["POST", "GET", "PUT", "POST"]
+
+
+def test_a_replace_refused_for_its_content_is_answered_at_once() -> None:
+    refusal = Resp(422, {"message": "spec.versions: storage version cannot be removed"})
+    session = Scripted(post=[Resp(409)], get=[_current("3")], put=[refusal])
+    resp = objects.create_or_replace(session, COLLECTION, DOC, sleep=lambda _: None)  # type: ignore[arg-type]
+    assert resp is refusal
+    assert [method for method, _, _ in session.sent] == ["POST", "GET", "PUT"]
+
+
 def test_a_refusal_a_retry_cannot_change_is_answered_at_once() -> None:
     for refusal in (Resp(422, {"message": "spec.names: invalid"}), Resp(404), Resp(403)):
         session = Scripted(post=[refusal])

@@ -278,11 +278,32 @@ def test_a_run_id_that_cannot_name_objects_is_refused(bad: str) -> None:
 
 def test_a_record_that_cannot_be_written_fails_the_start() -> None:
     class Refusing(FakeApi):
-        def put(self, url: str, json: dict[str, Any], **_: Any) -> Resp:
-            return Resp({}, 422)
-
         def post(self, url: str, json: dict[str, Any], **_: Any) -> Resp:
             return Resp({}, 422) if "/leases" in url else super().post(url, json)
 
     with pytest.raises(runs.EnvtestError, match="cannot write this run's record"):
         runs.RunRecord(Refusing(), SERVER, "r1", "gw0").start()  # type: ignore[arg-type]
+
+
+def test_a_refused_renewal_is_reported_and_the_record_kept() -> None:
+    class RefusingRenewals(FakeApi):
+        refusing = False
+
+        def patch(self, url: str, **kw: Any) -> Resp:
+            return Resp({}, 403) if self.refusing and "/leases" in url else super().patch(url, **kw)
+
+    api = RefusingRenewals()
+    record = runs.RunRecord(api, SERVER, "r1", "gw0", interval=3600)  # type: ignore[arg-type]
+    record.start()
+    api.refusing = True  # RBAC changed under the run, say
+    assert record.renew() is False
+    assert api.names(runs.LEASES) == {"r1-gw0"}, "the record written at the start is still there"
+
+
+def test_a_renewal_late_for_the_stop_does_not_write_the_record_again() -> None:
+    api = FakeApi()
+    record = runs.RunRecord(api, SERVER, "r1", "gw0", interval=3600)  # type: ignore[arg-type]
+    record.start()
+    record.stop()
+    assert record.renew() is False  # as a heartbeat the stop's join gave up on would finish
+    assert api.names(runs.LEASES) == set()

@@ -195,6 +195,8 @@ class RunRecord:
             timeout=10,
         )
         if resp.status_code == 404:
+            if self._stop.is_set():  # deleted by stop() while this heartbeat ran: leave it gone
+                return False
             resp = self._session.post(f"{self._server}/{LEASES}", json=body, timeout=10)
         if resp.status_code >= 300:
             log.warning("run record %s: %s %s", self.url, resp.status_code, resp.text[:200])
