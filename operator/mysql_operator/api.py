@@ -238,6 +238,9 @@ class FinalBackupStatus(_Model):
     stopping_since: datetime | None = Field(default=None, alias="stoppingSince")
     """When stopping the database began; database pods still there a grace period plus a margin
     later are deleted by the operator (with a Warning Event ForcedPodDeletion)."""
+    stateful_set_uid: str | None = Field(default=None, alias="statefulSetUID", max_length=64)
+    """UID of the StatefulSet being stopped: only its pods are ever deleted by the operator, also
+    after the StatefulSet itself is gone."""
     message: str | None = Field(default=None, max_length=32768)
     """What happened last, in words."""
 

@@ -30,7 +30,10 @@ scale-down began is recorded (`status.finalBackup.stoppingSince`), and
   gracePeriodSeconds=0, as `kubectl delete --force` would. Judged per pod: one still inside its own
   grace period, shutting down cleanly, is never cut short.
 
-Each forced deletion is a Warning Event `ForcedPodDeletion` naming the pods.
+Each forced deletion is a Warning Event `ForcedPodDeletion` naming the pods. Only pods whose
+controller is our StatefulSet, by uid, are forced; the uid is recorded
+(`status.finalBackup.statefulSetUID`) so that this holds after a foreground deletion took the
+StatefulSet first.
 """
 
 from __future__ import annotations
@@ -241,6 +244,10 @@ class FinalBackup:
         stopping = {**recorded, "phase": "Stopping"}
         if not recorded.get("stoppingSince"):
             stopping["stoppingSince"] = format_time(self.r.now())
+        if sts is not None and ours:
+            # Remembered so that, once the StatefulSet is gone (a foreground deletion takes it
+            # first), only its own pods are ever forced, never those of a namesake.
+            stopping["statefulSetUID"] = sts["metadata"]["uid"]
         if sts is not None and ours and not orphaning and (sts.get("spec") or {}).get("replicas") != 0:
             patch = {
                 "spec": {"replicas": 0},
@@ -283,14 +290,16 @@ class FinalBackup:
         if since is None:
             return
         names = resources.Names(cluster["metadata"]["name"])
-        # Only pods of our StatefulSet (this very one while it exists): never a look-alike by labels.
+        # Only pods of our StatefulSet, by its uid: the live one's, else the one recorded while it
+        # lived. A record from before the uid was kept has only the name to go by.
+        uid = sts["metadata"]["uid"] if sts is not None else record.get("statefulSetUID")
         pods = [
             p
             for p in pods
             if (ref := controller_of(p)) is not None
             and ref.get("kind") == "StatefulSet"
             and ref.get("name") == names.statefulset
-            and (sts is None or ref.get("uid") == sts["metadata"]["uid"])
+            and (uid is None or ref.get("uid") == uid)
         ]
         if not pods:
             return

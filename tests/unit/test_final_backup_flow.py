@@ -246,6 +246,27 @@ def test_a_look_alike_pod_not_of_our_statefulset_is_never_deleted(
     assert pod_deletes(kube) == [] and forced(events) == []
 
 
+def test_once_the_statefulset_is_gone_only_pods_of_its_recorded_uid_are_forced(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
+) -> None:
+    stuck_scale_down(kube, reconciler)
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    assert record(kube)["statefulSetUID"] == sts["metadata"]["uid"]
+    # A foreground deletion took the StatefulSet first. Pod 2 now belongs to a namesake that came and
+    # went (another uid): same name, same labels, not ours.
+    kube.objects.pop(("statefulsets", "ns", "db-mysql"))
+    pod2 = kube.peek(Pod, "ns", "db-mysql-2")
+    assert pod2 is not None
+    pod2["metadata"]["ownerReferences"][0]["uid"] = "uid-of-a-namesake"
+    kube.put(Pod, pod2)
+    clock.advance(FORCE_AFTER)
+    assert reconciler.reconcile(KEY) == POLL
+    assert pod_deletes(kube) == [("db-mysql-0", None), ("db-mysql-1", None)]
+    (warning,) = forced(events)
+    assert "db-mysql-2" not in warning[2]
+
+
 def test_success_is_recorded_before_the_finalizer_comes_off_and_never_archived_twice(
     reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
 ) -> None:
