@@ -22,6 +22,7 @@ from envtest.plugin.releases import Releases
 SERVER = "https://127.0.0.1:6443"
 RBAC = f"{SERVER}/apis/rbac.authorization.k8s.io/v1"
 STORAGECLASSES = [{"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get"]}]
+CONFIGMAPS = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]
 LEADER_ROLE = {
     "apiVersion": "rbac.authorization.k8s.io/v1",
     "kind": "Role",
@@ -46,9 +47,12 @@ class Api:
         self.lock = threading.Lock()
         self.fail_apply_of: str | None = None
         self.barrier: threading.Barrier | None = None
+        """When set, each request waits there: only requests in flight together get through."""
         self.post_status: dict[str, int] = {}
         """Status of a POST by the last segment of its URL (default 201)."""
-        """When set, each request waits there: only requests in flight together get through."""
+        self.denials = 0
+        """How many SubjectAccessReviews are answered "not allowed" before all are allowed."""
+        self.reviews: list[dict[str, Any]] = []
 
     def _record(self, method: str, url: str, body: Any) -> None:
         with self.lock:
@@ -71,6 +75,11 @@ class Api:
         return Reply(200, {"metadata": {"resourceVersion": "1"}, "items": []})
 
     def post(self, url: str, json: Any = None, **kwargs: Any) -> Reply:
+        if url.endswith("/subjectaccessreviews"):  # asked after the writes, one at a time
+            with self.lock:
+                self.reviews.append(json["spec"])
+                allowed, self.denials = self.denials == 0, max(self.denials - 1, 0)
+            return Reply(201, {"status": {"allowed": allowed}})
         self._record("POST", url, json)
         return Reply(self.post_status.get(url.rsplit("/", 1)[-1], 201))
 
@@ -113,6 +122,7 @@ def session(tmp_path: Path) -> Any:
         cr_paths=[],
         operator_clusterrole=lambda: "mysql-operator",
         cluster_scoped_rules=lambda cluster, role: STORAGECLASSES,
+        namespaced_rules=lambda cluster, role: CONFIGMAPS,
         releases=Releases(),
         settings=SimpleNamespace(operator_loggers=()),
     )
@@ -156,6 +166,26 @@ def test_identity_writes_go_out_together(session: Any, tmp_path: Path) -> None:
     # after the other, the first would wait at the barrier forever (here: until its timeout).
     cluster.session.barrier = threading.Barrier(6, timeout=10)
     TestContext(session, "t1").operator_kubeconfig(cluster, "ns1")  # type: ignore[arg-type]
+
+
+def test_the_kubeconfig_is_handed_out_once_the_authorizer_allows_every_grant(
+    session: Any, tmp_path: Path
+) -> None:
+    cluster = Cluster(tmp_path)
+    cluster.session.denials = 2  # the authorizer's caches lag the bindings for two answers
+    TestContext(session, "t1").operator_kubeconfig(cluster, "ns1")  # type: ignore[arg-type]
+    reviews = cluster.session.reviews
+    assert len(reviews) == 3 + 2, "each grant asked until allowed, none again once allowed"
+    assert {r["user"] for r in reviews} == {"system:serviceaccount:ns1:envtest-operator"}
+    asked = {json.dumps(r["resourceAttributes"], sort_keys=True) for r in reviews}
+    assert asked == {
+        json.dumps(a, sort_keys=True)
+        for a in (
+            {"verb": "list", "group": "", "resource": "configmaps", "namespace": "ns1"},
+            {"verb": "get", "group": "storage.k8s.io", "resource": "storageclasses"},
+            {"verb": "get", "group": "coordination.k8s.io", "resource": "leases", "namespace": "ns1"},
+        )
+    }
 
 
 def test_a_failed_apply_fails_with_its_message_and_the_shared_role_is_tried_again(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from envtest import objects
 from envtest.errors import EnvtestError, FinalizerStuck
 from envtest.plane import streams
-from envtest.plugin import artifacts, cleanup, rbac
+from envtest.plugin import artifacts, cleanup, grant_probes, rbac
 
 if TYPE_CHECKING:
     import pytest
@@ -58,6 +58,8 @@ class SessionView(Protocol):
     def operator_clusterrole(self) -> str | None: ...
 
     def cluster_scoped_rules(self, cluster: Cluster, clusterrole: str) -> list[dict[str, Any]]: ...
+
+    def namespaced_rules(self, cluster: Cluster, clusterrole: str) -> list[dict[str, Any]]: ...
 
 
 class TestContext:
@@ -185,8 +187,11 @@ class TestContext:
         after their sum."""
         sa = {"service_account": OPERATOR_SERVICE_ACCOUNT, "namespace": namespace}
         docs: list[dict[str, Any]] = []
+        # One request each grant allows: asked of the authorizer until it agrees (see grant_probes).
+        probes: list[grant_probes.Probe | None] = []
         clusterrole = self.session.operator_clusterrole()
         if clusterrole is not None:
+            probes.append(grant_probes.probe(self.session.namespaced_rules(cluster, clusterrole), namespace))
             docs.append(
                 rbac.binding(
                     "RoleBinding",
@@ -198,6 +203,7 @@ class TestContext:
             )
             rules = self.session.cluster_scoped_rules(cluster, clusterrole)
             if rules:
+                probes.append(grant_probes.probe(rules, None))
                 # One per process and cluster, named and labelled for the process: its sweep finds it.
                 shared = "-".join(
                     (OPERATOR_SERVICE_ACCOUNT, clusterrole, self.session.run_id, self.session.worker)
@@ -219,6 +225,7 @@ class TestContext:
                 )
         for role in self.session.operator_roles:
             docs.append(rbac.role_in(role, namespace))
+            probes.append(grant_probes.probe(role.get("rules") or [], namespace))
             role_name = role["metadata"]["name"]
             docs.append(
                 rbac.binding(
@@ -245,6 +252,12 @@ class TestContext:
             rbac.url_of(cluster.server, d) for d in docs if d["kind"] == "ClusterRoleBinding"
         )
         _concurrently(calls)
+        grant_probes.wait_in_effect(
+            cluster.session,
+            cluster.server,
+            grant_probes.service_account(namespace, OPERATOR_SERVICE_ACCOUNT),
+            [p for p in probes if p is not None],
+        )
         return path
 
     def stop_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:

@@ -29,6 +29,8 @@ NAMESPACE_LABEL = "envtest.io/namespace"
 """On the cluster-scoped objects made for one test namespace: teardown deletes them by it."""
 
 Manifest = tuple[Path, dict[str, Any]]
+Rule = dict[str, Any]
+"""One PolicyRule, as the API holds it."""
 Scopes = Mapping[str, Mapping[str, bool]]
 """API group → resource name → namespaced, as discovery reports it."""
 
@@ -126,6 +128,26 @@ def cluster_scoped_rules(rules: Iterable[Mapping[str, Any]], scopes: Scopes) -> 
                     out["resourceNames"] = list(rule["resourceNames"])
                 derived.append(out)
     return derived
+
+
+def namespaced_rules(rules: Iterable[Mapping[str, Any]], scopes: Scopes) -> list[dict[str, Any]]:
+    """The part of `rules` a RoleBinding grants in its namespace: rules that name no resource
+    discovery reports as cluster-scoped (wildcards kept: they also match namespaced resources)."""
+    kept: list[dict[str, Any]] = []
+    for rule in rules:
+        if rule.get("nonResourceURLs") or not rule.get("resources"):
+            continue
+        groups = rule.get("apiGroups") or []
+        resources = [
+            r
+            for r in rule["resources"]
+            if r == "*"
+            or "*" in groups
+            or not any(scopes.get(g, {}).get(r.split("/", 1)[0]) is False for g in groups)
+        ]
+        if resources:
+            kept.append({**rule, "resources": resources})
+    return kept
 
 
 def discover_scopes(

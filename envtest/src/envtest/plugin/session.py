@@ -93,7 +93,7 @@ class ClusterSession:
         self._session_rbac, roles = rbac.split_manifests(manifests)
         self.operator_roles = [doc for _, doc in roles]
         """Roles of the operator, created and bound in each test namespace (not at session start)."""
-        self._cluster_rules: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._role_rules: dict[tuple[str, str], tuple[list[rbac.Rule], list[rbac.Rule]]] = {}
         self.releases = Releases()
         """Test namespaces being released after their tests (drained by `finish`)."""
         self._release_failures: list[str] = []
@@ -370,18 +370,29 @@ class ClusterSession:
         )
 
     def cluster_scoped_rules(self, cluster: Cluster, clusterrole: str) -> list[dict[str, Any]]:
-        """The ClusterRole's rules a RoleBinding cannot grant (see `rbac`), read from the live role
-        (it may be aggregated or installed by the user) once per cluster and session."""
+        """The ClusterRole's rules a RoleBinding cannot grant (see `rbac`)."""
+        return self._role_parts(cluster, clusterrole)[1]
+
+    def namespaced_rules(self, cluster: Cluster, clusterrole: str) -> list[dict[str, Any]]:
+        """The ClusterRole's rules its RoleBinding grants in a test namespace (see `rbac`)."""
+        return self._role_parts(cluster, clusterrole)[0]
+
+    def _role_parts(self, cluster: Cluster, clusterrole: str) -> tuple[list[rbac.Rule], list[rbac.Rule]]:
+        """(namespaced, cluster-scoped) rules of the ClusterRole, read from the live role (it may be
+        aggregated or installed by the user) once per cluster and session."""
         key = (cluster.server, clusterrole)
-        if key not in self._cluster_rules:
+        if key not in self._role_rules:
             resp = cluster.session.get(
                 f"{cluster.server}/{rbac.RBAC_API}/clusterroles/{clusterrole}", timeout=10
             )
             rules = resp.json().get("rules") or [] if resp.ok else []
             groups = {g for rule in rules for g in rule.get("apiGroups") or []}
             scopes = rbac.discover_scopes(cluster.session, cluster.server, groups) if groups else {}
-            self._cluster_rules[key] = rbac.cluster_scoped_rules(rules, scopes)
-        return self._cluster_rules[key]
+            self._role_rules[key] = (
+                rbac.namespaced_rules(rules, scopes),
+                rbac.cluster_scoped_rules(rules, scopes),
+            )
+        return self._role_rules[key]
 
     # -- end of session ---------------------------------------------------------------------------
 
