@@ -31,9 +31,10 @@ scale-down began is recorded (`status.finalBackup.stoppingSince`), and
   grace period, shutting down cleanly, is never cut short.
 
 Each forced deletion is a Warning Event `ForcedPodDeletion` naming the pods. Only pods whose
-controller is our StatefulSet, by uid, are forced; the uid is recorded
-(`status.finalBackup.statefulSetUID`) so that this holds after a foreground deletion took the
-StatefulSet first.
+controller is our StatefulSet are forced: by its uid while it exists, else by the uid recorded while
+it was being stopped (`status.finalBackup.statefulSetUID`; a foreground deletion may take the
+StatefulSet first). Where no uid was ever seen (the StatefulSet already gone at the first pass, or a
+record from an operator before this field), the StatefulSet's name is all there is to go by.
 """
 
 from __future__ import annotations

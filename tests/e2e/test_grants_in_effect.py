@@ -39,17 +39,26 @@ def test_the_operators_first_requests_are_allowed(operator: Any, envtest_operato
 
 
 def _granted_identity(cluster: Any, namespace: str, tmp_path: Path, limit: float) -> pykube.HTTPClient:
+    """ServiceAccount `reader`, allowed to list ConfigMaps in `namespace` (a Role of its own: the
+    built-in `view` is aggregated, empty on a plane without kube-controller-manager)."""
     path = cluster.identity_kubeconfig(namespace, "reader", tmp_path / "reader.kubeconfig")
+    rbac = f"{cluster.server}/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+    }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": "reader-view", "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "metadata": {"name": "reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
     }
-    url = f"{cluster.server}/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings"
-    resp = cluster.session.post(url, json=binding, timeout=limit)
-    assert resp.status_code == 201, resp.text
+    for kind, doc in (("roles", role), ("rolebindings", binding)):
+        resp = cluster.session.post(f"{rbac}/{kind}", json=doc, timeout=limit)
+        assert resp.status_code == 201, resp.text
     return pykube.HTTPClient(pykube.KubeConfig(yaml.safe_load(path.read_text())))
 
 
@@ -58,8 +67,8 @@ def test_a_granted_request_is_allowed_after_the_wait_and_an_ungranted_one_stays_
 ) -> None:
     api = _granted_identity(cluster, namespace, tmp_path, timeouts(10))
     subject = grant_probes.service_account(namespace, "reader")
-    view = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
-    granted = grant_probes.probe(view, namespace)
+    reads = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
+    granted = grant_probes.probe(reads, namespace)
     assert granted is not None
     assert (
         grant_probes.wait_in_effect(cluster.session, cluster.server, subject, [granted], timeout=timeouts(10))
@@ -67,7 +76,7 @@ def test_a_granted_request_is_allowed_after_the_wait_and_an_ungranted_one_stays_
     )
     resp = api.session.get(f"{api.url}/api/v1/namespaces/{namespace}/configmaps")
     assert resp.status_code == 200, resp.text
-    # The authorizer's answer is real: what `view` does not grant is reported denied at the timeout.
+    # The authorizer's answer is real: what the Role does not grant is reported denied at the timeout.
     writes = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}]
     denied = grant_probes.probe(writes, namespace)
     assert denied is not None

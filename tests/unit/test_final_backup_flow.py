@@ -267,6 +267,21 @@ def test_once_the_statefulset_is_gone_only_pods_of_its_recorded_uid_are_forced(
     assert "db-mysql-2" not in warning[2]
 
 
+def test_a_record_without_the_uid_goes_by_the_statefulsets_name(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, clock: Clock, events: RecordingEvents
+) -> None:
+    # A record an operator before statefulSetUID wrote, and the StatefulSet gone since.
+    stuck_scale_down(kube, reconciler)
+    obj = live(kube)
+    del obj["status"]["finalBackup"]["statefulSetUID"]
+    kube.put(MySQLCluster, obj)
+    kube.objects.pop(("statefulsets", "ns", "db-mysql"))
+    clock.advance(FORCE_AFTER)
+    assert reconciler.reconcile(KEY) == POLL
+    assert pod_deletes(kube) == [("db-mysql-0", None), ("db-mysql-1", None), ("db-mysql-2", None)]
+    assert "statefulSetUID" not in record(kube), "nothing to record: the StatefulSet is gone"
+
+
 def test_success_is_recorded_before_the_finalizer_comes_off_and_never_archived_twice(
     reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
 ) -> None:

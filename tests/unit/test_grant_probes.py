@@ -7,9 +7,10 @@ import logging
 from typing import Any
 
 import pytest
+import requests
 
 from envtest.plugin import grant_probes, rbac
-from envtest.plugin.grant_probes import PLACEHOLDER, probe, wait_in_effect
+from envtest.plugin.grant_probes import probe, wait_in_effect
 
 SUBJECT = grant_probes.service_account("ns1", "op")
 
@@ -27,26 +28,69 @@ def test_a_resource_rule_becomes_the_request_it_allows_in_the_namespace() -> Non
     }
 
 
-def test_wildcards_become_a_placeholder_any_wildcard_allows() -> None:
-    rules = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
-    assert probe(rules, None) == {"resourceAttributes": {"verb": "get", "group": "", "resource": PLACEHOLDER}}
+def _rule_allows(rule: dict[str, Any], probe: grant_probes.Probe) -> bool:
+    """Kubernetes' RBAC rule matching (pkg/apis/rbac/v1/evaluation_helpers.go), for one rule."""
+    if "nonResourceAttributes" in probe:
+        asked = probe["nonResourceAttributes"]
+        urls = rule.get("nonResourceURLs") or []
+        path_ok = any(
+            u in ("*", asked["path"]) or (u.endswith("*") and asked["path"].startswith(u[:-1])) for u in urls
+        )
+        return path_ok and bool({"*", asked["verb"]} & set(rule["verbs"]))
+    asked = probe["resourceAttributes"]
+    combined = asked["resource"] + (f"/{asked['subresource']}" if asked.get("subresource") else "")
+    resource_ok = any(
+        r in ("*", combined) or (asked.get("subresource") and r == f"*/{asked['subresource']}")
+        for r in rule.get("resources") or []
+    )
+    names = rule.get("resourceNames") or []
+    return (
+        bool({"*", asked["verb"]} & set(rule["verbs"]))
+        and bool({"*", asked["group"]} & set(rule.get("apiGroups") or []))
+        and resource_ok
+        and (not names or asked.get("name") in names)
+    )
 
 
-def test_resource_names_are_named_and_non_resource_urls_asked_by_path() -> None:
-    named = [
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": [""], "resources": ["pods/*"], "verbs": ["get"]},
+        {"apiGroups": ["*"], "resources": ["*/*"], "verbs": ["list"]},
+        {"apiGroups": ["apps"], "resources": ["*/scale"], "verbs": ["update"]},
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
             "resourceNames": ["lock"],
             "verbs": ["get"],
-        }
+        },
+        {"nonResourceURLs": ["*"], "verbs": ["get"]},
+        {"nonResourceURLs": ["/healthz/*"], "verbs": ["*"]},
+    ],
+    ids=["all", "pods-any-sub", "any-any-sub", "any-scale", "named", "any-url", "url-prefix"],
+)
+def test_the_probe_of_a_rule_is_a_request_that_rule_allows(rule: dict[str, Any]) -> None:
+    asked = probe([rule], "ns1")
+    assert asked is not None and _rule_allows(rule, asked), asked
+
+
+def test_a_wildcard_rule_is_asked_literally_so_no_narrower_grant_answers_for_it() -> None:
+    wide = {"apiGroups": ["*"], "resources": ["nodes"], "verbs": ["list"]}
+    narrow = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}  # what the derived role holds
+    asked = probe([wide], "ns1")
+    assert asked is not None and _rule_allows(wide, asked) and not _rule_allows(narrow, asked)
+
+
+def test_resource_rules_are_probed_before_urls_any_user_may_get() -> None:
+    rules = [
+        {"nonResourceURLs": ["/healthz"], "verbs": ["get"]},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get"]},
     ]
-    assert probe(named, "ns1")["resourceAttributes"]["name"] == "lock"  # type: ignore[index]
-    urls = [{"nonResourceURLs": ["/metrics", "/healthz/*"], "verbs": ["get"]}]
-    assert probe(urls, None) == {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}
-    assert probe([{"nonResourceURLs": ["/healthz/*"], "verbs": ["get"]}], None) == {
-        "nonResourceAttributes": {"path": f"/healthz/{PLACEHOLDER}", "verb": "get"}
+    assert probe(rules, None) == {
+        "resourceAttributes": {"verb": "get", "group": "storage.k8s.io", "resource": "storageclasses"}
     }
+    assert probe(rules[:1], None) == {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}}
 
 
 def test_rules_that_allow_nothing_nameable_give_no_probe() -> None:
@@ -85,13 +129,22 @@ class Reply:
 class Authorizer:
     """Answers SubjectAccessReviews: denied until `lag` answers have gone out, then allowed."""
 
-    def __init__(self, lag: int = 0, status: int = 201) -> None:
+    def __init__(
+        self, lag: int = 0, status: int = 201, troubles: list[int | Exception] | None = None
+    ) -> None:
         self.lag, self.status = lag, status
+        self.troubles = list(troubles or [])
+        """Answered first, one per request: a status code, or an exception raised."""
         self.asked: list[dict[str, Any]] = []
 
     def post(self, url: str, json: dict[str, Any], timeout: float) -> Reply:
         assert url == f"https://api/{grant_probes.SAR_PATH}"
         self.asked.append(json["spec"])
+        if self.troubles:
+            trouble = self.troubles.pop(0)
+            if isinstance(trouble, Exception):
+                raise trouble
+            return Reply(trouble)
         self.lag -= 1
         return Reply(self.status, allowed=self.lag < 0)
 
@@ -141,10 +194,23 @@ def test_nothing_granted_asks_nothing() -> None:
     assert authorizer.asked == []
 
 
-def test_an_apiserver_that_refuses_reviews_ends_the_wait_at_once() -> None:
-    authorizer, time = Authorizer(lag=100, status=403), FakeTime()
+@pytest.mark.parametrize("status", [401, 403, 404, 405])
+def test_an_apiserver_that_refuses_reviews_ends_the_wait_at_once(status: int) -> None:
+    authorizer, time = Authorizer(lag=100, status=status), FakeTime()
     assert wait(authorizer, time) == []
     assert len(authorizer.asked) == 1 and time.now == 0
+
+
+def test_a_busy_apiserver_is_asked_again() -> None:
+    troubles: list[int | Exception] = [
+        429,
+        503,
+        requests.ReadTimeout("read timed out"),
+        requests.ConnectionError("reset"),
+    ]
+    authorizer, time = Authorizer(troubles=troubles), FakeTime()
+    assert wait(authorizer, time) == []
+    assert len(authorizer.asked) == 4 + len(PROBES), "each trouble cost one more question, nothing more"
 
 
 def test_a_grant_never_in_effect_is_a_warning_naming_it_not_a_failure(

@@ -112,6 +112,8 @@ def test_two_managers_in_one_process_keep_metrics_apart(
     assert f"rest_client_requests_total{{{labels}}} 1.0" in body
     assert first.api_requests(verb="list", resource="configmaps") == 1
     assert first.api_requests(verb="create") == 0
+    # The second's watch opens after its cache synced (start() returns then): counted before the baseline.
+    wait_for(lambda: second.api_requests(verb="watch") >= 1, what="the second manager's watch")
     before = second.api_requests()
     server.put_configmap("one", "only-for-first")
     wait_for(

@@ -67,7 +67,9 @@ SUPPORTED: tuple[MinorPins, ...] = (
         ),
         coredns="1.14.2",
         pause="3.10.2",
-        cri_tools="1.35.0",
+        # dependencies.yaml names crictl 1.35.0, which the Go module proxy does not serve (403, "not
+        # available"): the offline image takes 1.37.0, the newest one served, as the 1.37 image does.
+        cri_tools="1.37.0",
     ),
     # 1.37.2 names etcd 3.7.0; 3.7.3 is a patch release of it, pinned before this table existed
     # and kept so the caches and offline images built with it stay valid. kind v0.33.0 publishes
