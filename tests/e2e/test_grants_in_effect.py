@@ -18,14 +18,15 @@ LEASE_PATH = "apis/coordination.k8s.io/v1/namespaces/{ns}/leases/mysql-operator-
 
 
 @pytest.fixture
-def envtest_operator_factory() -> Any:
+def envtest_operator_factory(timeouts: Any) -> Any:
     """An operator whose first act, at once, is a request each of its grants allows."""
     answers: list[int] = []
 
     def factory(api_factory: Any, namespace: str | None = None, **_: Any) -> ThreadOperator:
         api = api_factory()
         for path in (CR_PATH, LEASE_PATH):
-            answers.append(api.session.get(f"{api.url}/{path.format(ns=namespace)}").status_code)
+            url = f"{api.url}/{path.format(ns=namespace)}"
+            answers.append(api.session.get(url, timeout=timeouts(30)).status_code)
         return ThreadOperator(lambda stop: stop.wait(), name="first-requests")
 
     factory.answers = answers  # type: ignore[attr-defined]

@@ -118,11 +118,14 @@ def test_namespaced_rules_drop_what_only_a_cluster_binding_grants() -> None:
 
 
 class Reply:
-    def __init__(self, status: int, allowed: bool = False) -> None:
+    def __init__(self, status: int, allowed: bool = False, body: Any = None) -> None:
         self.status_code = status
-        self._body = {"status": {"allowed": allowed}}
+        self._body = {"status": {"allowed": allowed}} if body is None else body
+        self.text = body if isinstance(body, str) else "{}"
 
-    def json(self) -> dict[str, Any]:
+    def json(self) -> Any:
+        if isinstance(self._body, str):
+            raise ValueError(f"not JSON: {self._body!r}")
         return self._body
 
 
@@ -134,7 +137,7 @@ class Authorizer:
     ) -> None:
         self.lag, self.status = lag, status
         self.troubles = list(troubles or [])
-        """Answered first, one per request: a status code, or an exception raised."""
+        """Answered first, one per request: a status code, a reply, or an exception raised."""
         self.asked: list[dict[str, Any]] = []
 
     def post(self, url: str, json: dict[str, Any], timeout: float) -> Reply:
@@ -144,7 +147,7 @@ class Authorizer:
             trouble = self.troubles.pop(0)
             if isinstance(trouble, Exception):
                 raise trouble
-            return Reply(trouble)
+            return trouble if isinstance(trouble, Reply) else Reply(trouble)
         self.lag -= 1
         return Reply(self.status, allowed=self.lag < 0)
 
@@ -152,11 +155,13 @@ class Authorizer:
 class FakeTime:
     def __init__(self) -> None:
         self.now = 0.0
+        self.slept: list[float] = []
 
     def clock(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
         self.now += seconds
 
 
@@ -202,15 +207,47 @@ def test_an_apiserver_that_refuses_reviews_ends_the_wait_at_once(status: int) ->
 
 
 def test_a_busy_apiserver_is_asked_again() -> None:
-    troubles: list[int | Exception] = [
+    troubles: list[int | Reply | Exception] = [
         429,
         503,
         requests.ReadTimeout("read timed out"),
         requests.ConnectionError("reset"),
+        Reply(201, body="<html>gateway</html>"),
+        Reply(200, body=["not", "a", "review"]),
+        Reply(201, body={"status": "allowed"}),
     ]
     authorizer, time = Authorizer(troubles=troubles), FakeTime()
     assert wait(authorizer, time) == []
-    assert len(authorizer.asked) == 4 + len(PROBES), "each trouble cost one more question, nothing more"
+    assert len(authorizer.asked) == 7 + len(PROBES), "each trouble cost one more question, nothing more"
+
+
+def test_a_busy_apiserver_is_asked_less_and_less_often() -> None:
+    authorizer, time = Authorizer(troubles=[503] * 10**4), FakeTime()
+    assert wait(authorizer, time, timeout=10.0) == PROBES
+    busy_pauses = [s for s in time.slept if s != 0.02][:6]
+    assert busy_pauses == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+    # 20 ms polls without the pause: about 500 reviews in 10 s.
+    assert len(authorizer.asked) <= 16, len(authorizer.asked)
+    assert time.now == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_review_the_apiserver_rejects_ends_the_wait_with_a_warning(
+    status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    authorizer = Authorizer(troubles=[Reply(status, body="spec.resourceAttributes: Invalid value")])
+    time = FakeTime()
+    with caplog.at_level(logging.WARNING, logger=grant_probes.__name__):
+        assert wait(authorizer, time) == PROBES
+    assert len(authorizer.asked) == 1 and time.now == 0
+    assert f"answered {status}" in caplog.text and "Invalid value" in caplog.text
+
+
+def test_a_refusal_after_an_allowed_probe_ends_the_wait() -> None:
+    authorizer = Authorizer(troubles=[Reply(201, allowed=True), 403])
+    time = FakeTime()
+    assert wait(authorizer, time) == []
+    assert len(authorizer.asked) == 2 and time.now == 0
 
 
 def test_a_grant_never_in_effect_is_a_warning_naming_it_not_a_failure(

@@ -88,6 +88,8 @@ class Api:
 
 
 class Cluster:
+    backend = "local"
+
     def __init__(self, tmp_path: Path) -> None:
         self.session = Api()
         self.server = SERVER

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from envtest import objects
+from envtest import objects, timeouts
 from envtest.errors import EnvtestError, FinalizerStuck
 from envtest.plane import streams
 from envtest.plugin import artifacts, cleanup, grant_probes, rbac
@@ -257,6 +257,9 @@ class TestContext:
             cluster.server,
             grant_probes.service_account(namespace, OPERATOR_SERVICE_ACCOUNT),
             [p for p in probes if p is not None],
+            # Ten seconds on the local plane (grants take effect in milliseconds), stretched like
+            # every other wait for slower backends.
+            timeout=timeouts.scaled(cluster, 10.0),
         )
         return path
 

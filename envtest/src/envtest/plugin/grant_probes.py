@@ -25,6 +25,8 @@ SAR_PATH = "apis/authorization.k8s.io/v1/subjectaccessreviews"
 GIVE_UP = frozenset({401, 403, 404, 405})
 """Answers to a SubjectAccessReview that waiting cannot change (no such API, not allowed to ask)."""
 REQUEST_SECONDS = 2.0
+BUSY_PAUSE = (0.1, 1.0)
+"""First and longest pause after a busy answer (429, 5xx, a failed request)."""
 
 Probe = dict[str, Any]
 """A SubjectAccessReview's resourceAttributes or nonResourceAttributes, under its key."""
@@ -36,9 +38,10 @@ def probe(rules: Iterable[Mapping[str, Any]], namespace: str | None) -> Probe | 
 
     The rule's own strings are asked literally (`*` included): RBAC matches a rule's verb, group,
     resource and URL against itself in every case (`pods/*` only matches `pods/*`, a group `*`
-    matches `*`), and a literal `*` is allowed by no rule but a wildcard one, so another binding of
-    the subject cannot answer for this one. Resource rules come first: a few URLs (`/healthz`,
-    `/version`) every authenticated user may get already."""
+    matches `*`), and a literal `*` is allowed by no rule but a wildcard one, so no narrower grant of
+    the subject answers for it. A concrete request can still be allowed by another grant (an
+    overlapping role); the probe then ends early, with that request allowed either way. Resource
+    rules come first: a few URLs (`/healthz`, `/version`) every authenticated user may get already."""
     rules = list(rules)
     for rule in rules:
         verbs, groups, resources = (
@@ -72,6 +75,17 @@ def service_account(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def _allowed(resp: requests.Response) -> bool | None:
+    """A review's verdict; None when the body is no SubjectAccessReview (a proxy's page, say)."""
+    try:
+        review = resp.json()
+    except ValueError:
+        return None
+    if not isinstance(review, dict) or not isinstance(review.get("status") or {}, dict):
+        return None
+    return (review.get("status") or {}).get("allowed") is True
+
+
 def wait_in_effect(
     session: requests.Session,
     server: str,
@@ -82,37 +96,53 @@ def wait_in_effect(
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
 ) -> list[Probe]:
-    """Ask until the authorizer allows `subject` every probe; returns those still denied at `timeout`
-    (logged as a warning: the operator then starts anyway, as it would have without this wait).
-    An apiserver that will not answer SubjectAccessReviews (401/403/404/405: an existing cluster's
-    limits) ends the wait at once, there is nothing to learn from it; a busy one (429, 5xx, a request
-    that timed out) is asked again."""
+    """Ask until the authorizer allows `subject` every probe; returns those not seen allowed.
+
+    At `timeout` the probes still denied are logged as a warning and the operator starts anyway, as
+    it would have without this wait. An apiserver that will not answer SubjectAccessReviews
+    (401/403/404/405: an existing cluster's limits) ends the wait at once with an info line, there is
+    nothing to learn from it; one that rejects the review itself (400, 422, ...) ends it with a
+    warning. A busy one (429, 5xx, a failed request, a body that is no review) is asked again after
+    a pause that doubles from 0.1 s to 1 s, so the wait adds little to its load."""
     pending = list(probes)
+    if not pending:
+        return []
     url = f"{server}/{SAR_PATH}"
-    refused: list[int] = []
+    deadline = clock() + timeout
+    ended: list[tuple[int, str]] = []
+    busy = 0
 
     def all_allowed() -> None:
+        nonlocal busy
         for item in list(pending):
             body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
             body["spec"] = {**subject, **item}
             try:
                 resp = session.post(url, json=body, timeout=REQUEST_SECONDS)
-                allowed = resp.status_code in (200, 201) and (resp.json().get("status") or {}).get("allowed")
-            except (requests.RequestException, ValueError) as exc:  # a busy apiserver: ask again
-                raise AssertionError(f"SubjectAccessReview: {exc}") from exc
-            if resp.status_code in GIVE_UP:
-                refused.append(resp.status_code)
-                return
-            if allowed:
-                pending.remove(item)
+            except requests.RequestException as exc:
+                trouble = f"{type(exc).__name__}: {exc}"
+            else:
+                status = resp.status_code
+                allowed = _allowed(resp) if status in (200, 201) else None
+                if allowed is not None:
+                    busy = 0
+                    if allowed:
+                        pending.remove(item)
+                    continue
+                if status in (200, 201) or status == 429 or status >= 500:
+                    trouble = f"HTTP {status}" + (" (not a SubjectAccessReview)" if status < 300 else "")
+                else:
+                    ended.append((status, (resp.text or "")[:200]))
+                    return
+            busy += 1
+            sleep(max(0.0, min(BUSY_PAUSE[0] * 2 ** min(busy - 1, 8), BUSY_PAUSE[1], deadline - clock())))
+            raise AssertionError(f"SubjectAccessReview: {trouble}")
         assert not pending, f"not yet allowed: {pending}"
 
-    if not pending:
-        return []
     try:
         eventually(
             all_allowed,
-            timeout=timeout,
+            timeout=max(0.0, deadline - clock()),
             interval=0.02,
             description="grants in effect",
             clock=clock,
@@ -121,7 +151,15 @@ def wait_in_effect(
     except AssertionError:
         log.warning("grants of %s not in effect after %.0fs: %s", subject.get("user"), timeout, pending)
         return pending
-    if refused:
-        log.info("SubjectAccessReviews answered %s: not waiting for grants to take effect", refused[0])
+    if ended and ended[0][0] in GIVE_UP:
+        log.info("SubjectAccessReviews answered %s: not waiting for grants to take effect", ended[0][0])
         return []
+    if ended:
+        status, text = ended[0]
+        log.warning(
+            "SubjectAccessReviews answered %s (%s): not waiting for grants of %s to take effect",
+            status,
+            text.strip() or "no body",
+            subject.get("user"),
+        )
     return pending
