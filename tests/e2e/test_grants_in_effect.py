@@ -75,7 +75,7 @@ def test_a_granted_request_is_allowed_after_the_wait_and_an_ungranted_one_stays_
         grant_probes.wait_in_effect(cluster.session, cluster.server, subject, [granted], timeout=timeouts(10))
         == []
     )
-    resp = api.session.get(f"{api.url}/api/v1/namespaces/{namespace}/configmaps")
+    resp = api.session.get(f"{api.url}/api/v1/namespaces/{namespace}/configmaps", timeout=timeouts(10))
     assert resp.status_code == 200, resp.text
     # The authorizer's answer is real: what the Role does not grant is reported denied at the timeout.
     writes = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}]
@@ -85,5 +85,7 @@ def test_a_granted_request_is_allowed_after_the_wait_and_an_ungranted_one_stays_
         cluster.session, cluster.server, subject, [granted, denied], timeout=timeouts(0.5)
     )
     assert left == [denied]
-    resp = api.session.delete(f"{api.url}/api/v1/namespaces/{namespace}/configmaps/none")
+    resp = api.session.delete(
+        f"{api.url}/api/v1/namespaces/{namespace}/configmaps/none", timeout=timeouts(10)
+    )
     assert resp.status_code == 403, resp.text

@@ -81,9 +81,8 @@ def _allowed(resp: requests.Response) -> bool | None:
         review = resp.json()
     except ValueError:
         return None
-    if not isinstance(review, dict) or not isinstance(review.get("status") or {}, dict):
-        return None
-    return (review.get("status") or {}).get("allowed") is True
+    status = (review.get("status") or {}) if isinstance(review, dict) else None
+    return status.get("allowed") is True if isinstance(status, dict) else None
 
 
 def wait_in_effect(
@@ -109,11 +108,12 @@ def wait_in_effect(
         return []
     url = f"{server}/{SAR_PATH}"
     deadline = clock() + timeout
-    ended: list[tuple[int, str]] = []
+    ended: tuple[int, str] | None = None
+    """The answer that ended the wait early: (status, body)."""
     busy = 0
 
     def all_allowed() -> None:
-        nonlocal busy
+        nonlocal busy, ended
         for item in list(pending):
             body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
             body["spec"] = {**subject, **item}
@@ -132,7 +132,7 @@ def wait_in_effect(
                 if status in (200, 201) or status == 429 or status >= 500:
                     trouble = f"HTTP {status}" + (" (not a SubjectAccessReview)" if status < 300 else "")
                 else:
-                    ended.append((status, (resp.text or "")[:200]))
+                    ended = (status, (resp.text or "")[:200])
                     return
             busy += 1
             sleep(max(0.0, min(BUSY_PAUSE[0] * 2 ** min(busy - 1, 8), BUSY_PAUSE[1], deadline - clock())))
@@ -151,15 +151,16 @@ def wait_in_effect(
     except AssertionError:
         log.warning("grants of %s not in effect after %.0fs: %s", subject.get("user"), timeout, pending)
         return pending
-    if ended and ended[0][0] in GIVE_UP:
-        log.info("SubjectAccessReviews answered %s: not waiting for grants to take effect", ended[0][0])
+    if ended is None:
+        return pending
+    status, text = ended
+    if status in GIVE_UP:
+        log.info("SubjectAccessReviews answered %s: not waiting for grants to take effect", status)
         return []
-    if ended:
-        status, text = ended[0]
-        log.warning(
-            "SubjectAccessReviews answered %s (%s): not waiting for grants of %s to take effect",
-            status,
-            text.strip() or "no body",
-            subject.get("user"),
-        )
+    log.warning(
+        "SubjectAccessReviews answered %s (%s): not waiting for grants of %s to take effect",
+        status,
+        text.strip() or "no body",
+        subject.get("user"),
+    )
     return pending
