@@ -85,6 +85,7 @@ def test_exec_runs_in_the_pods_sandbox_with_its_env_and_working_dir(
     assert out.splitlines() == [str(fake_pods.sandbox("app") / "srv" / "app"), "MODE=test"]
 
 
+@pytest.mark.envtest_pod_exec
 def test_python_client_sees_the_exit_code(core: k8s_client.CoreV1Api, namespace: str, pod: str) -> None:
     resp = stream(
         core.connect_get_namespaced_pod_exec, pod, namespace,
@@ -96,6 +97,7 @@ def test_python_client_sees_the_exit_code(core: k8s_client.CoreV1Api, namespace:
     assert resp.returncode == 3
 
 
+@pytest.mark.envtest_pod_exec
 def test_kubectl_exec_passes_stdin_through_and_exits_with_the_commands_code(
     kubectl: str, cluster: Any, namespace: str, pod: str, timeouts: Timeouts
 ) -> None:
@@ -106,6 +108,7 @@ def test_kubectl_exec_passes_stdin_through_and_exits_with_the_commands_code(
     assert (done.returncode, done.stdout) == (3, "line one\nline two\n"), done.stderr
 
 
+@pytest.mark.envtest_pod_exec
 def test_exec_with_a_tty_runs_on_a_terminal_and_delivers_all_its_output(
     core: k8s_client.CoreV1Api, namespace: str, pod: str
 ) -> None:
@@ -118,6 +121,7 @@ def test_exec_with_a_tty_runs_on_a_terminal_and_delivers_all_its_output(
         assert out.strip() == "on-a-tty"
 
 
+@pytest.mark.envtest_pod_exec
 def test_a_missing_command_fails_naming_it(core: k8s_client.CoreV1Api, namespace: str, pod: str) -> None:
     resp = stream(
         core.connect_get_namespaced_pod_exec, pod, namespace,
@@ -279,23 +283,42 @@ def test_kwok_server_listens_on_loopback_and_refuses_clients_without_a_plane_cer
         assert b"200 OK" not in plain.recv(1024)  # no plain HTTP beside the TLS server
 
 
-# -- opting out of exec -------------------------------------------------------------------------------
+# -- exec is the test's to allow ----------------------------------------------------------------------
 
 
-@pytest.mark.envtest_private(pod_exec=False)
-def test_a_plane_without_exec_refuses_it_naming_the_pod_and_still_serves_logs(
-    private_cluster: Any, timeouts: Timeouts
+def test_exec_the_test_did_not_ask_for_is_refused_naming_the_pod_and_runs_nothing_here(
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, tmp_path: Path, timeouts: Timeouts
 ) -> None:
-    core = k8s_client.CoreV1Api(private_cluster.k8s)
-    _run_pod(core, "default", "no-exec", timeouts)
+    # What an operator under test might send into its database pod: it must not reach this machine.
+    marker = tmp_path / "ran-on-the-host"
     resp = stream(
-        core.connect_get_namespaced_pod_exec, "no-exec", "default",
+        core.connect_get_namespaced_pod_exec, pod, namespace,
+        command=["touch", str(marker)], stdout=True, stderr=True, stdin=False, tty=False,
+        _preload_content=False,
+    )  # fmt: skip
+    resp.run_forever(timeout=timeouts(30))
+    status = json.loads(resp.read_channel(ERROR_CHANNEL))
+    assert status["status"] == "Failure"
+    assert f"exec in pod {namespace}/{pod} is off" in status["message"]
+    assert not marker.exists()
+    assert "no log written yet" in core.read_namespaced_pod_log(pod, namespace), "logs still served"
+
+
+def test_fake_pods_allow_exec_in_the_tests_namespace_only(
+    core: k8s_client.CoreV1Api, namespace: str, fake_pods: FakePods, timeouts: Timeouts
+) -> None:
+    _run_pod(core, namespace, "mine", timeouts)
+    assert stream(
+        core.connect_get_namespaced_pod_exec, "mine", namespace,
+        command=["echo", "allowed"], stdout=True, stderr=True, stdin=False, tty=False,
+    ).strip() == "allowed"  # fmt: skip
+    fake_pods.forbid_exec()
+    resp = stream(
+        core.connect_get_namespaced_pod_exec, "mine", namespace,
         command=["true"], stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False,
     )  # fmt: skip
-    resp.run_forever()
-    status = json.loads(resp.read_channel(ERROR_CHANNEL))
-    assert 'no exec found for container "main" in pod "default/no-exec"' in status["message"]
-    assert "no log written yet" in core.read_namespaced_pod_log("no-exec", "default")
+    resp.run_forever(timeout=timeouts(30))
+    assert "is off" in json.loads(resp.read_channel(ERROR_CHANNEL))["message"]
 
 
 # -- failure artifacts ----------------------------------------------------------------------------------

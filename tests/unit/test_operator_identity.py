@@ -96,6 +96,7 @@ class Cluster:
         self.identities: list[str] = []
         self._tmp = tmp_path
         self.has_controllers = True
+        self.pods_dir = None
 
     def identity_kubeconfig(self, namespace: str, service_account: str, path: Path) -> Path:
         self.session._record("POST", f"{SERVER}/api/v1/namespaces/{namespace}/serviceaccounts", None)

@@ -40,6 +40,7 @@ _EXPORTS = {
     "TestContext": "envtest.plugin.context",
     "consistently": "envtest.wait",
     "eventually": "envtest.wait",
+    "eventually_async": "envtest.wait",
 }
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "condition",
     "consistently",
     "eventually",
+    "eventually_async",
     "mismatches",
 ]
 
@@ -90,4 +92,4 @@ if TYPE_CHECKING:
     from envtest.plane.controlplane import ALL_COMPONENTS, MINIMAL_COMPONENTS, ControlPlane
     from envtest.plugin.context import TestContext
     from envtest.plugin.runner import OperatorRunner, ThreadOperator
-    from envtest.wait import consistently, eventually
+    from envtest.wait import consistently, eventually, eventually_async

@@ -321,10 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="hold: Job pods stay Running until a test sets their phase",
     )
     up.add_argument(
-        "--no-pod-exec",
-        dest="pod_exec",
-        action="store_false",
-        help="exec on fake pods fails, naming the pod, instead of running the command on this host",
+        "--pod-exec",
+        action="store_true",
+        help="exec on fake pods runs the command on this host in every namespace (default: only in "
+        "namespaces a test allowed; elsewhere exec fails, naming the pod)",
     )
     up.add_argument(
         "--no-pod-streams",

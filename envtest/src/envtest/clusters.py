@@ -46,11 +46,25 @@ class Cluster:
         """Control-plane component logs, where the backend has them (artifacts copy these)."""
         self.has_controllers = True
         """Whether kube-controller-manager runs (default ServiceAccounts, GC, namespace deletion)."""
+        self.user_agent: str | None = None
+        """User-Agent of the admin clients (`set_user_agent`); the apiserver names their writes'
+        field manager after it, so objects they create can be told apart from others'."""
+
+    def set_user_agent(self, user_agent: str) -> None:
+        """The admin clients' User-Agent, for the clients built already and those built later."""
+        self.user_agent = user_agent
+        if "pykube" in self.__dict__:
+            self.pykube.session.headers["User-Agent"] = user_agent
+        if "k8s" in self.__dict__:
+            self.k8s.user_agent = user_agent
 
     @functools.cached_property
     def pykube(self) -> pykube.HTTPClient:
         """The admin client behind `session` (its own connections: nothing an operator's client uses)."""
-        return self.new_pykube()
+        client = self.new_pykube()
+        if self.user_agent:
+            client.session.headers["User-Agent"] = self.user_agent
+        return client
 
     def new_pykube(self, timeout: float = 30.0) -> pykube.HTTPClient:
         return self.new_pykube_from(self.kubeconfig, context=self.context, timeout=timeout)
@@ -91,7 +105,10 @@ class Cluster:
             str(self.kubeconfig), context=self.context, client_configuration=configuration
         )
         no_proxy_for_loopback_config(configuration)
-        return client.ApiClient(configuration)
+        api = client.ApiClient(configuration)
+        if self.user_agent:
+            api.user_agent = self.user_agent
+        return api
 
     @property
     def server(self) -> str:

@@ -59,3 +59,8 @@ class EnvtestWarning(UserWarning):
 
 class FinalizerStuck(EnvtestWarning):
     """A test's custom resource kept its finalizers after teardown deleted it with the operator running."""
+
+
+class ClusterScopedLeftover(EnvtestWarning):
+    """Cluster-scoped custom resources appeared during a test that ran beside other workers' tests and
+    could not be told apart from theirs: left for the end-of-run sweep instead of deleted at once."""

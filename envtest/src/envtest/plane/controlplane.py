@@ -88,7 +88,7 @@ class ControlPlane:
         progress: Callable[[str], None] | None = None,
         cert_valid_days: int = 7,
         pod_streams: bool = True,
-        pod_exec: bool = True,
+        pod_exec: bool = False,
     ) -> None:
         self.components = parse_components(components)
         self.version = binaries.k8s_version(version)  # a selector (`1.36`, `latest`) → its exact release
@@ -105,7 +105,8 @@ class ControlPlane:
         self.pod_streams = pod_streams
         """Serve `kubectl logs`, `exec`, `attach`, `port-forward` on kwok's pods (envtest.plane.streams)."""
         self.pod_exec = pod_exec
-        """With pod_streams: whether exec runs commands on this host (False: exec requests fail)."""
+        """With pod_streams: exec runs commands on this host in every namespace (False: only in those
+        allowed with `allow_exec`; elsewhere an exec request fails, naming the pod)."""
         self.node_capacity = dict(node_capacity or {})
         """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
@@ -388,6 +389,11 @@ class ControlPlane:
             "cert-dir": str(self.workdir / "scheduler-certs"),
         }
         self._launch(SCHEDULER, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"))
+
+    def allow_exec(self, namespace: str) -> None:
+        """Let `kubectl exec` into `namespace`'s fake pods run commands on this host (see
+        envtest.plane.streams); a no-op where exec is allowed everywhere already."""
+        streams.allow_exec(self.pods_dir, namespace)
 
     def _start_kwok(self, binary: Path) -> None:
         stages_dir = binaries.kwok_stages_dir(self.version)

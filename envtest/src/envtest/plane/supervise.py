@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--job-pods", default="complete", choices=["complete", "hold"])
     parser.add_argument("--owner-pid", type=int)
     parser.add_argument("--no-pod-streams", dest="pod_streams", action="store_false")
-    parser.add_argument("--no-pod-exec", dest="pod_exec", action="store_false")
+    parser.add_argument("--pod-exec", action="store_true", help="exec on fake pods in every namespace")
     parser.add_argument("--conversion-webhook", help="package.module:factory of the conversion server")
     parser.add_argument("--conversion-path", default=DEFAULT_PATH)
     parser.add_argument("--python-path", action="append", default=[], help="prepended to sys.path")

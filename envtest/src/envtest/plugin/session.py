@@ -18,7 +18,7 @@ from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
 from envtest.errors import ConfigError, CRDError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
-from envtest.plugin import endpoint, rbac, sweep
+from envtest.plugin import clusterscoped, endpoint, pointing, rbac, sweep
 from envtest.plugin import settings as settings_mod
 from envtest.plugin.releases import Releases
 from envtest.plugin.settings import Settings
@@ -85,7 +85,9 @@ class ClusterSession:
             [doc for _, doc in crds.load(settings.crds, notes=self.notes)] if settings.crds else []
         )
         self.cr_paths = objects.custom_resource_paths(self._crd_docs)
-        """API paths of the custom resources the tests' CRDs define (deleted at test teardown)."""
+        """API paths of the namespaced custom resources the tests' CRDs define (deleted at teardown)."""
+        self.cluster_cr_paths = objects.custom_resource_paths(self._crd_docs, scope="Cluster")
+        """API paths of the cluster-scoped ones (what a test made is deleted at its teardown too)."""
         try:
             manifests = objects.load_manifests(settings.operator_rbac)
         except ConfigError as exc:
@@ -124,8 +126,24 @@ class ClusterSession:
 
     def cluster(self) -> Cluster:
         if self._cluster is None:
-            self._cluster = self._open()
+            cluster = self._open()
+            # Writes of this worker's admin clients are told apart by their field manager (see
+            # envtest.plugin.clusterscoped).
+            cluster.set_user_agent(clusterscoped.user_agent(self.run_id, self.worker))
+            pointing.point_at_cluster(self.config, cluster.kubeconfig, cluster.context)
+            self._cluster = cluster
         return self._cluster
+
+    @property
+    def isolation_dir(self) -> Path:
+        """Where the run's isolation lock lives (shared by the xdist workers; see `isolation`)."""
+        return base_temp(self.config)
+
+    @property
+    def alone_in_run(self) -> bool:
+        """Whether no other xdist worker runs tests beside this process."""
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+        return not self.is_xdist_worker or workers <= 1
 
     def opened_cluster(self) -> Cluster | None:
         """The session's cluster if it has been opened, without opening it."""
@@ -135,7 +153,7 @@ class ClusterSession:
         s = self.settings
         lock = FileLock(str(base_temp(self.config) / "envtest.lock"))
         if s.backend == "existing":
-            path = s.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+            path = s.kubeconfig or Path("~/.kube/config").expanduser()  # settings read KUBECONFIG
             cluster: Cluster = ExistingCluster(path, context=s.context)
         elif s.backend == "kind":
             from envtest import kind
@@ -462,7 +480,7 @@ class ClusterSession:
     def _persistent_kubeconfig(self) -> Path | None:
         s = self.settings
         if s.backend == "existing":
-            return s.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+            return s.kubeconfig or Path("~/.kube/config").expanduser()
         if s.backend == "kind":
             from envtest import kind
 

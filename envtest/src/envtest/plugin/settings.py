@@ -9,6 +9,7 @@ them again stops pytest, so we never do: when that plugin is present its values 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from envtest.errors import ConfigError, UsageProblem
 BACKENDS = ("local", "existing", "kind")
 JOB_PODS = ("complete", "hold")
 ON_OFF = ("true", "false")
+OPERATOR_SCOPES = ("namespace", "cluster")
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,19 @@ OPTIONS = (
     ),
     _Opt(
         "pod-exec",
-        "local plane: exec on fake pods runs the command on this host (false: exec fails, naming the pod)",
-        "true",
+        "local plane: true runs `kubectl exec` on fake pods as a command on this host in every namespace; "
+        "false allows it only in tests that ask (the fake_pods fixture, @pytest.mark.envtest_pod_exec), "
+        "elsewhere exec fails naming the pod",
+        "false",
         ON_OFF,
+    ),
+    _Opt(
+        "operator-scope",
+        "namespace: each test's operator watches its namespace, tests share the cluster; cluster: "
+        "every test runs alone with its operator bound and watching cluster-wide (as the "
+        "envtest_clusterwide marker does for one test)",
+        "namespace",
+        OPERATOR_SCOPES,
     ),
     _Opt("keep", "keep the cluster after the run (state under ~/.cache/envtest/clusters/<name>)", flag=True),
     _Opt("cluster-name", "name of a kept local plane or of the kind cluster", "envtest"),
@@ -235,8 +247,11 @@ class Settings:
     """Path of the conversion endpoint on that server; the CRDs' clientConfig URL ends with it."""
     pod_streams: bool = True
     """Local plane: logs/exec/attach/port-forward on fake pods (ControlPlane's pod_streams)."""
-    pod_exec: bool = True
-    """Local plane, with pod_streams: exec runs commands on this host (False: exec requests fail)."""
+    operator_scope: str = "namespace"
+    """`cluster`: every test in cluster-wide mode (see envtest.plugin.isolation)."""
+    pod_exec: bool = False
+    """Local plane, with pod_streams: exec runs commands on this host in every namespace (False: in
+    the namespaces of tests that ask for it; see envtest.plane.streams)."""
 
     def header(self) -> str:
         from envtest import binaries
@@ -308,6 +323,10 @@ def resolve(config: pytest.Config) -> Settings:
     version = _check_version(values["k8s-version"])
     root = config.rootpath
     kubeconfig = values["kubeconfig"]
+    if values["backend"] == "existing" and not kubeconfig:
+        # Read now: from pytest_configure on, the plugin points KUBECONFIG at the session's cluster
+        # (envtest.plugin.pointing), which for this backend is the one named here.
+        kubeconfig = os.environ.get("KUBECONFIG") or "~/.kube/config"
     loggers = tuple(config.getini("envtest_operator_loggers") or ())
     operator = config.getini("envtest_operator") or None
     conversion = config.getini("envtest_conversion_webhook") or None
@@ -337,4 +356,5 @@ def resolve(config: pytest.Config) -> Settings:
         conversion_path=config.getini("envtest_conversion_path") or "/convert",
         pod_streams=values["pod-streams"] == "true",
         pod_exec=values["pod-exec"] == "true",
+        operator_scope=values["operator-scope"],
     )
