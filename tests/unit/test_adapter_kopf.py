@@ -4,6 +4,7 @@ startup that fails raising at once from start()."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def own_default_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def handlers_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> str:
-    package = f"thingsop_{request.node.name[-40:].replace('[', '_').replace(']', '_')}"
+    package = "thingsop_" + re.sub(r"\W", "_", request.node.name[-40:])
     folder = tmp_path / package
     folder.mkdir()
     (folder / "__init__.py").write_text("")
@@ -205,3 +206,50 @@ def test_a_failing_startup_fails_start_with_its_error_and_settings_are_applied(t
     operator.stop(timeout=10)
     assert type(caught.value.__cause__).__name__ == "ActivityError"  # kopf's, not exported
     assert seen == {"standalone": True, "scanning_disabled": True, "ultimate": None, "ours": 40}
+
+
+@pytest.mark.parametrize(
+    ("options", "namespace", "expected"),
+    [
+        ({}, "ns", {"standalone": True, "peering_name": None, "priority": None, "namespaces": ["ns"]}),
+        (
+            {"peering": "ops", "priority": 7},
+            "ns",
+            {"standalone": None, "peering_name": "ops", "priority": 7, "namespaces": ["ns"]},
+        ),
+        ({"standalone": False}, None, {"standalone": False, "peering_name": None, "clusterwide": True}),
+    ],
+)
+def test_kopf_run_options_reach_kopf_operator(
+    handlers_module: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    options: dict[str, object],
+    namespace: str | None,
+    expected: dict[str, object],
+) -> None:
+    """`kopf run --peering/--standalone/--priority/-A` as kopf.operator() takes them."""
+    seen: dict[str, object] = {}
+
+    async def operator(**kwargs: object) -> None:
+        seen.update(kwargs)
+        kwargs["ready_flag"].set()  # type: ignore[union-attr]
+        await kwargs["stop_flag"].wait()  # type: ignore[union-attr]
+
+    monkeypatch.setattr(kopf, "operator", operator)
+    kubeconfig = tmp_path / "identity.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    running = kopf_operator(handlers_module, **options)(None, namespace=namespace, kubeconfig=kubeconfig)  # type: ignore[arg-type]
+    running.start()
+    running.stop(timeout=30)
+    assert running.errors == []
+    assert {key: seen.get(key) for key in expected} == expected
