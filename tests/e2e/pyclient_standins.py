@@ -30,12 +30,14 @@ NGINX_PAGE = b"<html><body><h1>Welcome to nginx!</h1></body></html>\n"
 
 
 def echo(conn: socket.socket) -> None:
+    conn.settimeout(300)  # an idle client frees the handler's thread in the end
     while data := conn.recv(65536):
         conn.sendall(data)
 
 
 def nginx(conn: socket.socket) -> None:
     request = b""
+    conn.settimeout(60)
     while b"\r\n\r\n" not in request and (chunk := conn.recv(65536)):
         request += chunk
     head = f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {len(NGINX_PAGE)}\r\n"
