@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 KIND_CLUSTER ?= envtest
 export GOTOOLCHAIN ?= local
 
-.PHONY: setup binaries test unit e2e test-versions durations run bench manifests lint kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
+.PHONY: setup binaries test unit e2e test-versions durations run bench manifests lint docs docs-serve dist kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
 
 # Both distributions editable, and the contributor's dev group (pip >= 25.1 reads [dependency-groups]).
 $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.toml
@@ -72,6 +72,21 @@ bench: setup
 
 manifests: $(VENV)/.installed ## regenerate api/crd and operator/config/rbac.yaml from the pydantic models
 	$(PY) -m mysql_operator.manifests
+
+# The documentation site (MkDocs + Material): --strict turns a broken link, a page missing from the nav
+# or a failing hook (docs/hooks/configref.py: the configuration reference) into an error.
+docs: $(VENV)/.installed ## build the documentation site into site/ (mkdocs build --strict)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(VENV)/.installed ## the documentation site on http://127.0.0.1:8000, rebuilt on every edit
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
+# What a release publishes (.github/workflows/release.yml): each distribution's sdist, and its wheel built
+# from that sdist, checked by twine (metadata, README rendering).
+dist: $(VENV)/.installed ## sdists and wheels of kube-envtest and mysqlcluster-operator into dist/, twine-checked
+	rm -rf dist
+	for project in envtest operator; do $(PY) -m build --outdir dist $$project || exit 1; done
+	$(PY) -m twine check --strict dist/*
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
@@ -164,4 +179,4 @@ deploy: ## CRD, RBAC and the operator Deployment into the current kubectl contex
 
 clean:
 	$(VENV)/bin/envtest down --all 2>/dev/null || true
-	rm -rf $(VENV) artifacts .pytest_cache
+	rm -rf $(VENV) artifacts .pytest_cache site dist
