@@ -76,10 +76,10 @@ manifests: $(VENV)/.installed ## regenerate api/crd and operator/config/rbac.yam
 # The documentation site (MkDocs + Material): --strict turns a broken link, a page missing from the nav
 # or a failing hook (docs/hooks/configref.py: the configuration reference) into an error.
 docs: $(VENV)/.installed ## build the documentation site into site/ (mkdocs build --strict)
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 docs-serve: $(VENV)/.installed ## the documentation site on http://127.0.0.1:8000, rebuilt on every edit
-	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # What a release publishes (.github/workflows/release.yml): each distribution's sdist, and its wheel built
 # from that sdist, checked by twine (metadata, README rendering).

@@ -58,8 +58,11 @@ def ini_values(text: str, filename: str) -> dict[str, Any]:
         path = Path(tmp, filename)
         path.write_text(text)
         values = load_config_dict_from_file(path)
-    assert values is not None, f"pytest finds no settings in this {filename} (section [pytest] / [tool.pytest.ini_options])"
-    return dict(values)
+    assert values is not None, (
+        f"pytest finds no settings in this {filename} (section [pytest] / [tool.pytest.ini_options])"
+    )
+    # pytest 9 wraps each value with where it came from; the value is what a run sees
+    return {key: getattr(value, "value", value) for key, value in values.items()}
 
 
 def check_envtest_keys(values: dict[str, Any]) -> None:

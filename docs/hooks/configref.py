@@ -21,11 +21,12 @@ ENVIRONMENT_MARKER = "<!-- envtest:environment -->"
 
 # Read by the harness beside its own ENVTEST_* names: other tools' names, kept as those tools spell them.
 FOREIGN_VARIABLES = {
-    "KUBEBUILDER_ASSETS": "a directory holding the binaries (controller-runtime's name): used before the cache",
-    "TEST_ASSET_<NAME>": "one binary's path, e.g. TEST_ASSET_KUBE_APISERVER (controller-runtime's name): wins over all",
+    "KUBEBUILDER_ASSETS": "a directory holding the binaries (controller-runtime's name): before the cache",
+    "TEST_ASSET_<NAME>": "one binary's path, e.g. TEST_ASSET_KUBE_APISERVER (controller-runtime's name): "
+    "wins over all",
     "KUBECONFIG": "the existing backend's kubeconfig when --envtest-kubeconfig is not given",
-    "XDG_CACHE_HOME": "cache root (default ~/.cache): binaries in envtest/k8s/<ver>-<os>-<arch>/, kept planes "
-    "in envtest/clusters/, kind in envtest/kind/",
+    "XDG_CACHE_HOME": "cache root (default ~/.cache): binaries in envtest/k8s/<ver>-<os>-<arch>/, kept "
+    "planes in envtest/clusters/, kind in envtest/kind/",
     "GOPROXY": "where module zips come from without go (kwok's stages) and where go builds fetch from",
 }
 
@@ -111,7 +112,7 @@ def options_table() -> str:
         rows.append(f"| {option} | `{s.ini}` | {s.type} | {default} | {_cell(what)} |")
     count = len(settings())
     with_option = sum(1 for s in settings() if s.option)
-    summary = f"{with_option} command-line options, {count} ini keys (generated from the plugin's registrations)."
+    summary = f"{with_option} command-line options, {count} ini keys (from the plugin's registrations)."
     return "\n".join(rows) + "\n\n" + summary + "\n"
 
 

@@ -23,7 +23,7 @@ PROJECTS = [p for p in docblocks.pages() if docblocks.project_files(p)]
 HARNESS_ONLY = {"README.md", "envtest/README.md"} | {
     docblocks.page_id(p) for p in PROJECTS if "getting-started" in p.parts
 }
-LOCAL = {"docs/getting-started/install.md", "docs/fake-pods.md", "docs/faults.md", "docs/webhooks.md"}
+LOCAL = {"docs/getting-started/install.md", "docs/fake-pods.md", "docs/webhooks.md"}
 """Pages whose tests start planes of their own (the library itself, fake pods, private planes)."""
 
 
