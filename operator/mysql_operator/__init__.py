@@ -10,12 +10,12 @@ regenerates the CRD and ClusterRole from the models.
 
 from __future__ import annotations
 
-__version__ = "0.2.0"
-"""The distribution's version: its pyproject.toml reads it from here (the one place it is set)."""
-
 from .api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION, MySQLClusterSpec, MySQLClusterStatus
 from .app import build_manager
 from .reconciler import MySQLClusterReconciler
+
+__version__ = "0.2.0"
+"""The distribution's version: its pyproject.toml reads it from here (the one place it is set)."""
 
 __all__ = [
     "FINALIZER",

@@ -7,7 +7,8 @@ anything: this pytest plugin does it for it, the way its pods would have served:
 - a pod running its ``port-server.py`` (image ``python``): an echo server on each port it names;
 - a pod of image ``nginx``: an HTTP server answering nginx's welcome page on port 80.
 
-Load it beside the suite, against a plane of `envtest up` (README: "The Python client's E2E suite"):
+Load it beside the suite, against a plane of `envtest up` (docs/fake-pods.md, "The Python client's E2E
+suite"):
 ``PYTHONPATH=tests/e2e pytest -p pyclient_standins …/kubernetes/e2e_test``. The plane is the one
 KUBECONFIG points at (its pods directory sits beside its admin kubeconfig).
 """
