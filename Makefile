@@ -94,6 +94,7 @@ lint: $(VENV)/.installed
 	$(PY) -m mysql_operator.manifests --check
 	GOBIN=$(CURDIR)/$(VENV)/bin go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 	$(VENV)/bin/actionlint
+	$(PY) hack/lint_doc_workflows.py $(VENV)/bin/actionlint
 
 # kind: the binary on PATH, else built once with go at the pinned version; the node image is one docker has
 # or can pull (ENVTEST_KIND_IMAGE, else the pinned one), else the offline one `make kind-image` built (cached
