@@ -14,6 +14,9 @@ from .api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION, MySQLClusterSpec, MySQ
 from .app import build_manager
 from .reconciler import MySQLClusterReconciler
 
+__version__ = "0.2.0"
+"""The distribution's version: its pyproject.toml reads it from here (the one place it is set)."""
+
 __all__ = [
     "FINALIZER",
     "SKIP_FINAL_BACKUP_ANNOTATION",

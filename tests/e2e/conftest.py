@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import distkit
 import kubernetes
 import pytest
 import requests
-from harnessvenv import shared_python
 from mysqlkit import MySQLClusters, Timeouts
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 class Api:
@@ -96,10 +93,6 @@ def core(cluster: Any) -> Iterator[kubernetes.client.CoreV1Api]:
 
 @pytest.fixture(scope="session")
 def harness_python(tmp_path_factory: pytest.TempPathFactory, timeouts: Timeouts) -> Path:
-    """The python of a venv with the harness's wheel (extras kopf, async) and the examples' own
-    requirements: what a stranger installs, nothing else of this repository (see harnessvenv)."""
-    base = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        base = base.parent  # shared by the run's workers
-    requirements = sorted(EXAMPLES.glob("*/requirements.txt"))
-    return shared_python(base, requirements=requirements, timeout=timeouts(900))
+    """The python of the run's harness-only venv (kube-envtest[kopf,async] and the examples' own
+    requirements: what a stranger installs, nothing else of this repository; see distkit)."""
+    return distkit.harness_venv(tmp_path_factory, timeout=timeouts(900))

@@ -74,6 +74,13 @@ def _kubectl(
 # -- exec ---------------------------------------------------------------------------------------------
 
 
+def _run_to_end(resp: Any, timeouts: Timeouts) -> None:
+    """Read a websocket exec stream until the command ends, for at most 30 s (scaled): a stream
+    that never closes fails the test instead of holding the run."""
+    resp.run_forever(timeout=timeouts(30))
+    assert not resp.is_open(), "the exec stream was still open after 30 s"
+
+
 def test_exec_runs_in_the_pods_sandbox_with_its_env_and_working_dir(
     core: k8s_client.CoreV1Api, namespace: str, fake_pods: FakePods, timeouts: Timeouts
 ) -> None:
@@ -81,18 +88,21 @@ def test_exec_runs_in_the_pods_sandbox_with_its_env_and_working_dir(
     out = stream(
         core.connect_get_namespaced_pod_exec, "app", namespace,
         command=["sh", "-c", 'pwd; echo "MODE=$MODE"'], stdout=True, stderr=True, stdin=False, tty=False,
+        _request_timeout=timeouts(30),
     )  # fmt: skip
     assert out.splitlines() == [str(fake_pods.sandbox("app") / "srv" / "app"), "MODE=test"]
 
 
 @pytest.mark.envtest_pod_exec
-def test_python_client_sees_the_exit_code(core: k8s_client.CoreV1Api, namespace: str, pod: str) -> None:
+def test_python_client_sees_the_exit_code(
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, timeouts: Timeouts
+) -> None:
     resp = stream(
         core.connect_get_namespaced_pod_exec, pod, namespace,
         command=["sh", "-c", "echo out; echo err >&2; exit 3"],
         stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False,
     )  # fmt: skip
-    resp.run_forever()
+    _run_to_end(resp, timeouts)
     assert (resp.read_stdout(), resp.read_stderr()) == ("out\n", "err\n")
     assert resp.returncode == 3
 
@@ -110,25 +120,27 @@ def test_kubectl_exec_passes_stdin_through_and_exits_with_the_commands_code(
 
 @pytest.mark.envtest_pod_exec
 def test_exec_with_a_tty_runs_on_a_terminal_and_delivers_all_its_output(
-    core: k8s_client.CoreV1Api, namespace: str, pod: str
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, timeouts: Timeouts
 ) -> None:
     for _ in range(5):  # the last output of a command that exits at once must not be lost
         out = stream(
             core.connect_get_namespaced_pod_exec, pod, namespace,
             command=["sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty"],
-            stdout=True, stderr=True, stdin=True, tty=True,
+            stdout=True, stderr=True, stdin=True, tty=True, _request_timeout=timeouts(30),
         )  # fmt: skip
         assert out.strip() == "on-a-tty"
 
 
 @pytest.mark.envtest_pod_exec
-def test_a_missing_command_fails_naming_it(core: k8s_client.CoreV1Api, namespace: str, pod: str) -> None:
+def test_a_missing_command_fails_naming_it(
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, timeouts: Timeouts
+) -> None:
     resp = stream(
         core.connect_get_namespaced_pod_exec, pod, namespace,
         command=["no-such-command-envtest"], stdout=True, stderr=True, stdin=False, tty=False,
         _preload_content=False,
     )  # fmt: skip
-    resp.run_forever()
+    _run_to_end(resp, timeouts)
     assert "no-such-command-envtest" in resp.read_channel(ERROR_CHANNEL)
 
 
@@ -214,16 +226,18 @@ def test_attach_streams_what_the_container_writes_from_then_on(
 
 
 def _shout(conn: socket.socket) -> None:
+    conn.settimeout(30)  # a client that never writes ends this handler, not holds it
     data = conn.recv(1024)
     conn.sendall(data.upper())
 
 
 def test_python_client_port_forward_reaches_the_registered_handler(
-    core: k8s_client.CoreV1Api, namespace: str, pod: str, fake_pods: FakePods
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, fake_pods: FakePods, timeouts: Timeouts
 ) -> None:
     fake_pods.serve_port(pod, 8080, _shout)
     pf = portforward(core.connect_get_namespaced_pod_portforward, pod, namespace, ports="8080")
     sock = pf.socket(8080)
+    sock.settimeout(timeouts(30))
     sock.sendall(b"hello")
     assert sock.recv(1024) == b"HELLO"
     sock.close()
@@ -296,7 +310,7 @@ def test_exec_the_test_did_not_ask_for_is_refused_naming_the_pod_and_runs_nothin
         command=["touch", str(marker)], stdout=True, stderr=True, stdin=False, tty=False,
         _preload_content=False,
     )  # fmt: skip
-    resp.run_forever(timeout=timeouts(30))
+    _run_to_end(resp, timeouts)
     status = json.loads(resp.read_channel(ERROR_CHANNEL))
     assert status["status"] == "Failure"
     assert f"exec in pod {namespace}/{pod} is off" in status["message"]
@@ -317,7 +331,7 @@ def test_fake_pods_allow_exec_in_the_tests_namespace_only(
         core.connect_get_namespaced_pod_exec, "mine", namespace,
         command=["true"], stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False,
     )  # fmt: skip
-    resp.run_forever(timeout=timeouts(30))
+    _run_to_end(resp, timeouts)
     assert "is off" in json.loads(resp.read_channel(ERROR_CHANNEL))["message"]
 
 

@@ -112,9 +112,11 @@ def _relay(target_file: Path, data: bytes) -> subprocess.CompletedProcess[bytes]
 
 def test_relay_carries_the_stream_to_the_registered_target_and_back(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(60)  # a relay that never connects ends this thread, and so do its reads
 
         def shout() -> None:
             conn, _ = server.accept()
+            conn.settimeout(60)
             with conn:
                 received = b""
                 while chunk := conn.recv(1024):

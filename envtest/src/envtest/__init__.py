@@ -15,6 +15,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+__version__ = "0.2.0"
+"""The distribution's version: its pyproject.toml reads it from here (the one place it is set)."""
+
 # name → module that defines it
 _EXPORTS = {
     "ALL_COMPONENTS": "envtest.plane.controlplane",

@@ -26,7 +26,7 @@ import urllib3
 import yaml
 
 from envtest import binaries, crds
-from envtest.binaries import gobuild
+from envtest.binaries import gobuild, kwokrelease
 from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
@@ -115,6 +115,7 @@ class ControlPlane:
             raise ConfigError(f"extra_args: unknown component(s) {sorted(unknown)}")
         self._binary_paths = dict(binary_paths or {})
         self._progress = progress or (lambda msg: log.info("%s", msg))
+        self._warn = progress or (lambda msg: log.warning("%s", msg))
         self._owns_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envtest-"))
         self.processes: dict[str, ManagedProcess] = {}
@@ -224,7 +225,13 @@ class ControlPlane:
         paths = {**found, **self._binary_paths}
         kwok_binary = paths.get(KWOK)
         if self._serves_pod_streams and kwok_binary is not None:
-            _check_patched_kwok(kwok_binary)
+            if kwokrelease.is_release(kwok_binary):
+                # Installed without go: the plane starts all the same, without what kwok cannot serve.
+                self.pod_streams = False
+                line = f"kwok at {kwok_binary} is the official release, so {kwokrelease.LOST}"
+                self._warn(line)
+            else:
+                _check_patched_kwok(kwok_binary)
         return paths
 
     def _write_pki(self) -> None:

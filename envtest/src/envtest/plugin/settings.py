@@ -193,7 +193,7 @@ def check_unknown(config: pytest.Config) -> None:
     for key in sorted(k for k in set_keys if k.startswith("envtest_") and k not in known):
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         problems.append(
-            f"unknown ini key {key}: " + (f"did you mean {close[0]}?" if close else "see the README")
+            f"unknown ini key {key}: " + (f"did you mean {close[0]}?" if close else "see the docs")
         )
     try:
         environment.check()
