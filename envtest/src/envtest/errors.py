@@ -59,3 +59,8 @@ class EnvtestWarning(UserWarning):
 
 class FinalizerStuck(EnvtestWarning):
     """A test's custom resource kept its finalizers after teardown deleted it with the operator running."""
+
+
+class HotLoop(EnvtestWarning):
+    """A test's operator kept writing one object with nobody else changing it, or kept requeueing
+    it faster than its limit (envtest.record.hotloop): the message names the object and the writes."""

@@ -83,6 +83,8 @@ class PlaneState:
     """Whether kwok serves logs/exec/attach/port-forward for fake pods (ControlPlane's pod_streams)."""
     pod_exec: bool = True
     """With pod_streams: whether exec runs commands on this host (False: exec requests fail)."""
+    audit_log: str = ""
+    """kube-apiserver's audit log (the record); "" when the plane runs without one."""
 
     def write(self, state_dir: Path) -> None:
         tmp = state_dir / (STATE_FILE + ".tmp")
@@ -319,6 +321,8 @@ def supervise_argv(
     conversion: Conversion | None = None,
     pod_streams: bool = True,
     pod_exec: bool = True,
+    record: bool = True,
+    record_bodies: bool = False,
 ) -> list[str]:
     """The command line of `envtest.plane.supervise` (its parser reads back exactly these)."""
     argv = [
@@ -340,6 +344,10 @@ def supervise_argv(
         argv.append("--no-pod-streams")
     if not pod_exec:
         argv.append("--no-pod-exec")
+    if not record:
+        argv.append("--no-record")
+    if record_bodies:
+        argv.append("--record-bodies")
     for crd in crds:
         argv += ["--crd", str(Path(crd).resolve())]
     if owner_pid:
@@ -364,6 +372,8 @@ def launch(
     timeout: float = 600.0,
     pod_streams: bool = True,
     pod_exec: bool = True,
+    record: bool = True,
+    record_bodies: bool = False,
 ) -> PlaneState:
     """Start a supervisor for a new plane and wait until it reports ready. Resolve the binaries first
     (callers do, with progress the user sees): otherwise `timeout` must cover a first-time build,
@@ -381,6 +391,8 @@ def launch(
         conversion=conversion,
         pod_streams=pod_streams,
         pod_exec=pod_exec,
+        record=record,
+        record_bodies=record_bodies,
     )
     return spawn(argv, state_dir, read_state, timeout=timeout, what="control plane")
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envtest import objects, timeouts
-from envtest.errors import EnvtestError, FinalizerStuck
+from envtest.errors import EnvtestError, FinalizerStuck, HotLoop
 from envtest.plane import streams
-from envtest.plugin import artifacts, cleanup, grant_probes, rbac
+from envtest.plugin import artifacts, cleanup, grant_probes, rbac, recording
 
 if TYPE_CHECKING:
     import pytest
@@ -51,6 +51,7 @@ class SessionView(Protocol):
     worker: str
     cr_paths: list[str]
     operator_roles: list[dict[str, Any]]
+    recording: recording.SessionRecord
 
     @property
     def labels(self) -> dict[str, str]: ...
@@ -77,6 +78,8 @@ class TestContext:
         self.artifacts: Path | None = None
         self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
         self._grants: dict[str, set[str]] = {}  # namespace → URLs of cluster-scoped grants made for it
+        self.record = recording.TestRecord(session.recording, nodeid)
+        """The requests of this test's operators (envtest.plugin.recording)."""
 
     # -- namespaces -----------------------------------------------------------------------------------
 
@@ -96,6 +99,7 @@ class TestContext:
             raise EnvtestError(f"creating namespace {name}: {resp.status_code} {resp.text[:300]}")
         self.namespaces.append(name)
         self._clusters[name] = cluster
+        self.record.watch(cluster, name)
         if cluster.has_controllers:
             self._wait_default_service_account(cluster, name)
         return name
@@ -301,6 +305,18 @@ class TestContext:
         if runner.errors:
             self.collect_artifacts()
         runner.check()
+        if runner.namespace:
+            self._check_hot_loops(cluster, runner.namespace)
+
+    def _check_hot_loops(self, cluster: Cluster, namespace: str) -> None:
+        """After the operator stopped, its record is complete: a loop found warns now, while the
+        namespace (artifacts) still exists. A warning, so suites choose, as with FinalizerStuck."""
+        loops = self.record.hot_loops(cluster, namespace)
+        if loops:
+            found = "; ".join(loop.describe() for loop in loops)
+            warnings.warn(
+                HotLoop(f"{self.nodeid}: {found} (artifacts: {self.collect_artifacts()})"), stacklevel=1
+            )
 
     # -- artifacts ------------------------------------------------------------------------------------
 
@@ -322,6 +338,16 @@ class TestContext:
             fake_pods=cluster.pods_dir is not None,
         )
         return self.artifacts
+
+    def record_closing(self, cluster: Cluster) -> None:
+        """`cluster` (a private plane) is about to stop: keep its record of this test."""
+        self.record.closing(cluster)
+
+    def finish_record(self) -> Path | None:
+        """The test is over: its record counted for the run, and written into its artifacts when
+        it failed (or `--envtest-record=all`); the folder written, if any."""
+        dest = self.session.settings.artifacts_dir / artifacts.sanitize(self.nodeid)
+        return self.record.finish(self._clusters, dest)
 
     def log_dir(self) -> Path:
         base = self.session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]

@@ -1,25 +1,29 @@
-"""Hot loops: an operator that keeps writing one object though nobody else changed it, or keeps
-coming back to it many times a second.
+"""Hot loops: an operator that keeps writing one object though nobody else changed anything, or
+keeps coming back to it many times a second on its own.
 
-Two checks on one test's record, per object (a subresource counts as its object: a status write
-is a write of the object):
+A Metadata-level record holds no bodies, so no generation: the only sign that something changed is
+a write by another user (a test's client, a controller, kwok). Two checks on one test's record, per
+object (a subresource counts as its object):
 
-- **writes**: more than `Limits.writes` (N) successful writes by the operator in a row, with no
-  write by anyone else to the object in between. A write by another user (a test's client, a
-  controller) other than to its status is the only sign of a spec change a Metadata-level record
-  carries (it holds no bodies, hence no generation); its status is what operators write in answer
-  to a change, not a change. A status update that triggers another reconcile which updates the
-  status again is the classic case: each pass is a write, and nobody else writes at all.
-- **rate**: more than `Limits.rate` (M) requests by the operator on the object per second, sustained
-  over `WINDOW` seconds (reads included: a requeue that reads the object afresh every pass shows
-  here even when it writes nothing; one that reads a cache and writes nothing leaves no trace in the
-  apiserver's log at all).
+- **writes**: more than `Limits.writes` (N) successful writes by the operator in a row, none of
+  them explained by a change someone else made since the write before. A write of the object
+  itself is explained by another user's write of the object (its status aside: that is not a spec
+  change); a write of its status, which reports on the world, by another user's write of anything in
+  the test's namespaces. The classic case trips it: a status update that triggers a reconcile that
+  updates the status again, with nobody else writing at all; so does an operator that rewrites a
+  child each time another controller updates the child's status.
+- **rate**: more than `Limits.rate` (M) requests per second by the operator on the object, over
+  `WINDOW` seconds in which nobody else wrote anything in the test's namespaces (reads count: a
+  requeue that reads the object afresh each pass shows here even when it writes nothing; one that
+  reads a cache and writes nothing leaves no trace in the apiserver's log at all).
 
-Defaults and why: see `Limits` and the record's documentation.
+A legitimate convergence answers other users' writes (pods starting, a StatefulSet's status), so
+neither check counts across them. Defaults and why: see `Limits` and the record's documentation.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -64,11 +68,12 @@ class HotLoop:
         if self.check == "writes":
             return (
                 f"the operator wrote {self.object_name()} {len(self.requests)} times in {span:.1f}s with "
-                f"no change by anyone else in between (limit {int(self.limit)}): {parts}"
+                f"no change by anyone else to explain it (limit {int(self.limit)}): {parts}"
             )
         return (
             f"the operator made {len(self.requests)} requests on {self.object_name()} within "
-            f"{WINDOW:.0f}s, {len(self.requests) / WINDOW:.1f}/s (limit {self.limit:g}/s): {parts}"
+            f"{WINDOW:.0f}s in which nobody else wrote anything, {len(self.requests) / WINDOW:.1f}/s "
+            f"(limit {self.limit:g}/s): {parts}"
         )
 
 
@@ -93,32 +98,46 @@ def _by_object(requests: Iterable[Request]) -> dict[ObjectKey, list[Request]]:
     return grouped
 
 
-def _longest_run(items: list[Request], operators: Collection[str]) -> list[Request]:
-    """The longest run of successful operator writes with no other user's spec write between."""
+def _between(times: list[float], after: float, before: float) -> bool:
+    """Whether sorted `times` holds one in (after, before)."""
+    i = bisect.bisect_right(times, after)
+    return i < len(times) and times[i] < before
+
+
+def _longest_run(mine: list[Request], spec_changes: list[float], world: list[float]) -> list[Request]:
+    """The longest run of the operator's successful writes (`mine`, in order) none of which a change
+    by someone else explains (see the module's docstring)."""
+    writes = [r for r in mine if r.is_write and 200 <= r.code < 300]
     best: list[Request] = []
     run: list[Request] = []
-    for r in sorted(items, key=lambda r: r.at):
-        if r.user in operators:
-            if r.is_write and 200 <= r.code < 300:
-                run.append(r)
-                if len(run) > len(best):
-                    best = list(run)
-        elif r.is_write and r.subresource != "status":
-            run = []
+    for r in writes:
+        if run:
+            since = run[-1].at
+            explained = _between(spec_changes, since, r.at) or (
+                r.subresource == "status" and _between(world, since, r.at)
+            )
+            run = [] if explained else run
+        run.append(r)
+        if len(run) > len(best):
+            best = list(run)
     return best
 
 
-def _busiest_window(items: list[Request], operators: Collection[str]) -> list[Request]:
-    """The operator's requests on the object inside the WINDOW-second span that holds the most."""
-    mine = sorted((r for r in items if r.user in operators), key=lambda r: r.received)
+def _busiest_window(mine: list[Request], world: list[float]) -> list[Request]:
+    """The operator's requests on the object inside the WINDOW-second span, with no other user's
+    write in it, that holds the most."""
+    ordered = sorted(mine, key=lambda r: r.received)
     best: tuple[int, int] = (0, 0)
     start = 0
-    for end, r in enumerate(mine):
-        while r.received - mine[start].received > WINDOW:
+    for end, r in enumerate(ordered):
+        while start < end and (
+            r.received - ordered[start].received > WINDOW
+            or _between(world, ordered[start].received, r.received)
+        ):
             start += 1
         if end + 1 - start > best[1] - best[0]:
             best = (start, end + 1)
-    return mine[best[0] : best[1]]
+    return ordered[best[0] : best[1]]
 
 
 def analyse(
@@ -126,10 +145,20 @@ def analyse(
 ) -> tuple[list[HotLoop], Peaks]:
     """The hot loops in one test's record (at most one per object: the write check first), and
     the record's peaks."""
+    items = [r for r in requests if r.stage == "ResponseComplete"]
+    others = sorted((r for r in items if r.user not in operators and r.is_write), key=lambda r: r.at)
+    world = [r.at for r in others]
+    spec_changes: dict[ObjectKey, list[float]] = defaultdict(list)
+    for r in others:
+        if r.object_key is not None and r.subresource != "status":
+            spec_changes[r.object_key].append(r.at)
     found: list[HotLoop] = []
     peaks = Peaks()
-    for key, items in sorted(_by_object(requests).items()):
-        run, window = _longest_run(items, operators), _busiest_window(items, operators)
+    for key, on_object in sorted(_by_object(items).items()):
+        mine = sorted((r for r in on_object if r.user in operators), key=lambda r: r.at)
+        if not mine:
+            continue
+        run, window = _longest_run(mine, spec_changes.get(key, []), world), _busiest_window(mine, world)
         peaks = peaks.max(Peaks(len(run), len(window) / WINDOW))
         if len(run) > limits.writes:
             found.append(HotLoop(key, "writes", tuple(run), limits.writes))
