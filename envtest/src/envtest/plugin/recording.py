@@ -57,6 +57,8 @@ class SessionRecord:
         self.unavailable: set[str] = set()
         self.incomplete: list[str] = []
         self.hot_loops = 0
+        self.namespaces = 0
+        """Test namespaces recorded: the run's report is written only when some were."""
         self.peaks: dict[str, Any] = {"writes": [0, ""], "rate": [0.0, ""]}
         """The largest write run and busiest rate any test showed, with the test (tuning N and M)."""
         self._merged: list[dict[str, Any]] = []  # workers' shares of what the book itself counts
@@ -84,6 +86,7 @@ class SessionRecord:
             "unavailable": sorted(self.unavailable),
             "incomplete": self.incomplete,
             "hot_loops": self.hot_loops,
+            "namespaces": self.namespaces,
             "peaks": self.peaks,
             "malformed": self.book.malformed,
             "rotations": self.book.rotations(),
@@ -100,6 +103,7 @@ class SessionRecord:
         self.unavailable.update(str(u) for u in data.get("unavailable") or [])
         self.incomplete += [str(t) for t in data.get("incomplete") or []]
         self.hot_loops += int(data.get("hot_loops") or 0)
+        self.namespaces += int(data.get("namespaces") or 0)
         for key in ("writes", "rate"):
             value, test = (data.get("peaks") or {}).get(key) or (0, "")
             if value > self.peaks[key][0]:
@@ -129,7 +133,7 @@ class SessionRecord:
     def finish(self, artifacts_dir: Path) -> list[str]:
         """Write the run's report (when anything was recorded); its summary lines."""
         lines = [f"envtest: record unavailable: {reason}" for reason in sorted(self.unavailable)]
-        if not self.settings.on or not (self.usage.tests or self.grants):
+        if not self.settings.on or not self.namespaces:
             return lines
         data = self.report()
         path = artifacts_dir / REPORT
@@ -166,6 +170,7 @@ class TestRecord:
         if path is not None:
             self.session.book.watch(path, namespace)
             self._logs[namespace] = path
+            self.session.namespaces += 1
 
     def sync(self, cluster: Cluster) -> None:
         """Read the cluster's log up to now (a marker request; see envtest.record.book)."""
@@ -185,8 +190,8 @@ class TestRecord:
             return []
         self.sync(cluster)
         requests = self.session.book.requests(namespace)
-        found, _ = hotloop.analyse(requests, {events.operator_user(namespace, self.session.settings.account)},
-                                   self.session.settings.limits)  # fmt: skip
+        operator = events.operator_user(namespace, self.session.settings.account)
+        found, _ = hotloop.analyse(requests, {operator}, self.session.settings.limits)
         new = [loop for loop in found if loop.key not in self._reported]
         self._reported.update(loop.key for loop in new)
         self.session.hot_loops += len(new)

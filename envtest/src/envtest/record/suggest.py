@@ -8,10 +8,13 @@ of audit.k8s.io Events; `--user` picks the identity, default every envtest opera
 Two roles come out. `<name>` holds what was asked inside a namespace: bind it with a RoleBinding in
 each namespace the operator serves (`--role` makes it a Role). `<name>-cluster` holds cluster-scoped
 resources, requests across all namespaces and non-resource URLs: bind it with a ClusterRoleBinding.
-Rules are compacted per API group (resources with the same verbs share a rule); a verb that only
-ever named one object is limited to it with resourceNames (as audit2rbac does, a create never is:
-the authorizer sees no name then). Requests denied when recorded are included (the operator
-needed them); what every authenticated user may do already (discovery, self reviews) is left out.
+Rules are compacted per API group (resources with the same verbs share a rule). A verb that only
+ever named one cluster-scoped object is limited to it with resourceNames (a create never is: the
+authorizer sees no name then). Unlike audit2rbac, namespaced objects never are: in a test suite
+their names are the tests' data (`sample`), not names production would use. Requests denied when
+recorded are included (the operator needed them); what every authenticated user may do already
+(discovery, self reviews) is left out, and what no request shows (the owner's `finalizers` update
+that admission checks for blockOwnerDeletion) is named in a comment, not granted.
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ def _verbs(verbs: Iterable[str]) -> list[str]:
     return sorted(set(verbs), key=lambda v: (VERB_ORDER.index(v) if v in VERB_ORDER else len(VERB_ORDER), v))
 
 
-def rules_for(seen: Seen) -> list[dict[str, Any]]:
+def rules_for(seen: Seen, *, namespaced: bool) -> list[dict[str, Any]]:
     """The compact rules that allow every shape in `seen` (see the module's docstring)."""
     by_resource: dict[tuple[str, str], dict[str, set[str] | None]] = defaultdict(dict)
     urls: dict[str, set[str]] = defaultdict(set)
@@ -156,7 +159,13 @@ def rules_for(seen: Seen) -> list[dict[str, Any]]:
     for (group, res), verbs in sorted(by_resource.items()):
         free = set()
         for verb, names in verbs.items():
-            one = names is not None and len(names) == 1 and "" not in names and verb not in events.UNNAMED
+            one = (
+                not namespaced
+                and names is not None
+                and len(names) == 1
+                and "" not in names
+                and verb not in events.UNNAMED
+            )
             if one:
                 named[(group, res, tuple(sorted(names)))].add(verb)  # type: ignore[arg-type]
             else:
@@ -188,7 +197,7 @@ def roles(seen: Seen, name: str, *, role: bool = False) -> list[dict[str, Any]]:
         ("Role" if role else "ClusterRole", name, inside),
         ("ClusterRole", f"{name}-cluster", outside),
     ):
-        found = rules_for(part)
+        found = rules_for(part, namespaced=part is inside)
         if found:
             docs.append(
                 {
@@ -207,6 +216,8 @@ def render(path: Path, name: str, *, role: bool = False, user: str | None = None
     head = [
         f"# `envtest rbac suggest {path}`: the least rules that allow the {total} requests recorded",
         f"# ({denied} of them denied then); discovery and self-reviews, which everyone may make, left out.",
+        "# Not in any request, so not here: `update <owner resource>/finalizers`, which the apiserver checks",
+        "# when an object the operator writes has an ownerReference with blockOwnerDeletion: add it if so.",
     ]
     if not docs:
         return "\n".join([*head, "# nothing to grant"]) + "\n"

@@ -20,6 +20,15 @@ MAX_NAMES = 5
 """Distinct object names kept per request shape: one name is a candidate for resourceNames."""
 MAX_EXAMPLES = 3
 """Tests named per request shape in the report."""
+AUTHORIZATION_ONLY = frozenset({"bind", "escalate", "impersonate", "use", "approve", "sign", "attest"})
+"""Verbs the apiserver only ever asks the authorizer about: no request carries them."""
+
+
+def implicit(resource: str, verb: str) -> bool:
+    """A grant no request uses by itself, checked by the apiserver on the operator's behalf: update
+    of `<owner>/finalizers` (OwnerReferencesPermissionEnforcement, when an ownerReference sets
+    blockOwnerDeletion), and the authorization-only verbs."""
+    return verb in AUTHORIZATION_ONLY or (verb in ("update", "*") and resource.endswith("/finalizers"))
 
 
 @dataclass(frozen=True)
@@ -177,18 +186,19 @@ def report(usage: Usage, grants: Mapping[str, list[rules.Rule]]) -> dict[str, An
         for i, rule in enumerate(role_rules):
             hits = used.get((role, i), Counter())
             listed = rule.get("resources") or rule.get("nonResourceURLs") or []
-            idle = [
-                f"{verb} {res}" for res in listed for verb in rule.get("verbs") or [] if not hits[(res, verb)]
+            pairs = [
+                (res, verb) for res in listed for verb in rule.get("verbs") or [] if not hits[(res, verb)]
             ]
             item = {
                 "role": role,
                 "rule": i,
                 "grants": dict(rule),
                 "requests": sum(hits.values()),
-                "unused": idle,
+                "unused": [f"{verb} {res}" for res, verb in pairs if not implicit(res, verb)],
+                "implicit": [f"{verb} {res}" for res, verb in pairs if implicit(res, verb)],
             }
             granted.append(item)
-            if idle:
+            if item["unused"]:
                 unused.append({k: item[k] for k in ("role", "rule", "grants", "unused")})
     for shape, entry in exercised.items():
         entry["codes"] = dict(entry["codes"])
