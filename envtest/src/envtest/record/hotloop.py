@@ -112,9 +112,9 @@ def _longest_run(mine: list[Request], spec_changes: list[float], world: list[flo
     run: list[Request] = []
     for r in writes:
         if run:
-            since = run[-1].at
-            explained = _between(spec_changes, since, r.at) or (
-                r.subresource == "status" and _between(world, since, r.at)
+            since = run[-1].received
+            explained = _between(spec_changes, since, r.received) or (
+                r.subresource == "status" and _between(world, since, r.received)
             )
             run = [] if explained else run
         run.append(r)
@@ -146,16 +146,19 @@ def analyse(
     """The hot loops in one test's record (at most one per object: the write check first), and
     the record's peaks."""
     items = [r for r in requests if r.stage == "ResponseComplete"]
-    others = sorted((r for r in items if r.user not in operators and r.is_write), key=lambda r: r.at)
-    world = [r.at for r in others]
+    # Order by when each request was received: a change another user made is seen by the operator
+    # only after the apiserver received it, and the operator's answer is received after that. (The
+    # stage timestamps are not causal: a write's effect is visible before its event is stamped.)
+    others = sorted((r for r in items if r.user not in operators and r.is_write), key=lambda r: r.received)
+    world = [r.received for r in others]
     spec_changes: dict[ObjectKey, list[float]] = defaultdict(list)
     for r in others:
         if r.object_key is not None and r.subresource != "status":
-            spec_changes[r.object_key].append(r.at)
+            spec_changes[r.object_key].append(r.received)
     found: list[HotLoop] = []
     peaks = Peaks()
     for key, on_object in sorted(_by_object(items).items()):
-        mine = sorted((r for r in on_object if r.user in operators), key=lambda r: r.at)
+        mine = sorted((r for r in on_object if r.user in operators), key=lambda r: r.received)
         if not mine:
             continue
         run, window = _longest_run(mine, spec_changes.get(key, []), world), _busiest_window(mine, world)

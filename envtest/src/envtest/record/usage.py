@@ -227,7 +227,8 @@ def summary(data: Mapping[str, Any], path: str, limit: int = 4) -> list[str]:
         f"{len(unused)} rule(s) with unused grants; {len(denied)} denied request(s); report: {path}"
     ]
     for item in unused[:limit]:
-        groups = ",".join(item["grants"].get("apiGroups") or []) or "non-resource"
+        grants = item["grants"]
+        groups = ",".join(g or "core" for g in grants.get("apiGroups") or []) or "non-resource"
         lines.append(f"  unused: {item['role']} rule {item['rule']} ({groups}): {', '.join(item['unused'])}")
     for item in denied[:limit]:
         lines.append(f"  denied: {item['test']}: {item['request']} {item['object']} x{item['count']}")
