@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from widgetkit import CRD
 
 from envtest import binaries
 from envtest.clusters import Cluster, LocalCluster
@@ -25,21 +26,6 @@ from envtest.record.events import operator_user
 pytestmark = pytest.mark.envtest_local
 pytest_plugins = ["pytester"]
 
-CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  names: {plural: widgets, singular: widget, kind: Widget}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-"""
 RBAC = """
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
