@@ -7,6 +7,7 @@ import base64
 
 import pytest
 from mysqlkit import scaled
+from widgetkit import CRD
 
 from envtest import binaries
 from envtest.clusters import Cluster
@@ -172,20 +173,6 @@ def test_operator_gets_cluster_scoped_rules_cluster_wide_and_roles_in_its_namesp
     result.assert_outcomes(passed=2)
 
 
-CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  names: {plural: widgets, singular: widget, kind: Widget}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-"""
 PASSWORD = "s3cr3t-hunter2-value"
 
 

@@ -17,6 +17,7 @@ import pytest
 from envtest.errors import EnvtestError
 from envtest.plugin import context
 from envtest.plugin.context import TestContext
+from envtest.plugin.recording import RecordSettings, SessionRecord
 from envtest.plugin.releases import Releases
 
 SERVER = "https://127.0.0.1:6443"
@@ -128,6 +129,7 @@ def session(tmp_path: Path) -> Any:
         namespaced_rules=lambda cluster, role: CONFIGMAPS,
         releases=Releases(),
         settings=SimpleNamespace(operator_loggers=()),
+        recording=SessionRecord(RecordSettings(mode="off")),  # these fakes keep no audit log
     )
 
 

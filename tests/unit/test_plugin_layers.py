@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"session"},  # the root of the run's state: one ClusterSession per process
     {"context"},  # one test: its namespaces, its operator, its teardown order
     {"settings", "runner", "releases", "sweep", "clusterscoped", "pointing"},
-    {"endpoint", "rbac", "grant_probes", "artifacts", "cleanup", "isolation", "state"},  # leaves
+    {"endpoint", "rbac", "grant_probes", "artifacts", "cleanup", "isolation", "state", "recording"},  # leaves
 ]
 
 

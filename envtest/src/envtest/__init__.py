@@ -30,6 +30,7 @@ _EXPORTS = {
     "EnvtestError": "envtest.errors",
     "EnvtestWarning": "envtest.errors",
     "FinalizerStuck": "envtest.errors",
+    "HotLoop": "envtest.errors",
     "OperatorFailed": "envtest.errors",
     "FaultProxy": "envtest.faults",
     "Rule": "envtest.faults",
@@ -57,6 +58,7 @@ __all__ = [
     "ExistingCluster",
     "FaultProxy",
     "FinalizerStuck",
+    "HotLoop",
     "KindCluster",
     "LocalCluster",
     "OperatorFailed",
@@ -89,7 +91,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
-    from envtest.errors import EnvtestError, EnvtestWarning, FinalizerStuck, OperatorFailed
+    from envtest.errors import EnvtestError, EnvtestWarning, FinalizerStuck, HotLoop, OperatorFailed
     from envtest.faults import FaultProxy, Rule
     from envtest.match import ABSENT, assert_matches, by_key, condition, mismatches
     from envtest.plane.controlplane import ALL_COMPONENTS, MINIMAL_COMPONENTS, ControlPlane

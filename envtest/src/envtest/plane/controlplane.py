@@ -34,6 +34,7 @@ from envtest.pki import CertificateAuthority, private_dir, service_account_key, 
 from envtest.plane import flags, kwok, streams
 from envtest.plane.ports import free_port
 from envtest.plane.process import ManagedProcess
+from envtest.record import policy
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ class ControlPlane:
         cert_valid_days: int = 7,
         pod_streams: bool = True,
         pod_exec: bool = False,
+        record: bool = True,
+        record_bodies: bool = False,
     ) -> None:
         self.components = parse_components(components)
         self.version = binaries.k8s_version(version)  # a selector (`1.36`, `latest`) → its exact release
@@ -107,6 +110,10 @@ class ControlPlane:
         self.pod_exec = pod_exec
         """With pod_streams: exec runs commands on this host in every namespace (False: only in those
         allowed with `allow_exec`; elsewhere an exec request fails, naming the pod)."""
+        self.record = record
+        """kube-apiserver writes its audit log (`audit_log`) with envtest's policy (envtest.record)."""
+        self.record_bodies = record_bodies
+        """With record: request and response bodies of the operators' requests (never credentials')."""
         self.node_capacity = dict(node_capacity or {})
         """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
@@ -132,6 +139,11 @@ class ControlPlane:
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def audit_log(self) -> Path | None:
+        """kube-apiserver's audit log (the record), None when the plane runs without it."""
+        return self.workdir / "audit" / policy.LOG_FILE if self.record else None
 
     @property
     def log_paths(self) -> dict[str, Path]:
@@ -333,6 +345,9 @@ class ControlPlane:
             "service-account-signing-key-file": str(pki / "sa.key"),
             "cert-dir": str(pki),
         }
+        if self.audit_log is not None:
+            policy_file = policy.write(self.audit_log.parent, bodies=self.record_bodies)
+            args |= policy.apiserver_flags(policy_file, self.audit_log)
         if self._serves_pod_streams:
             args |= {
                 "kubelet-client-certificate": str(pki / "apiserver-kubelet-client.crt"),

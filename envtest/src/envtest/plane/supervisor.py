@@ -85,6 +85,8 @@ class PlaneState:
     """With pod_streams: exec runs commands on this host in every namespace (False: only where
     allowed, see envtest.plane.streams). True in states written before exec could be allowed per
     namespace, when it was on everywhere."""
+    audit_log: str = ""
+    """kube-apiserver's audit log (the record); "" when the plane runs without one."""
 
     def write(self, state_dir: Path) -> None:
         tmp = state_dir / (STATE_FILE + ".tmp")
@@ -321,6 +323,8 @@ def supervise_argv(
     conversion: Conversion | None = None,
     pod_streams: bool = True,
     pod_exec: bool = False,
+    record: bool = True,
+    record_bodies: bool = False,
 ) -> list[str]:
     """The command line of `envtest.plane.supervise` (its parser reads back exactly these)."""
     argv = [
@@ -342,6 +346,10 @@ def supervise_argv(
         argv.append("--no-pod-streams")
     if pod_exec:
         argv.append("--pod-exec")
+    if not record:
+        argv.append("--no-record")
+    if record_bodies:
+        argv.append("--record-bodies")
     for crd in crds:
         argv += ["--crd", str(Path(crd).resolve())]
     if owner_pid:
@@ -366,6 +374,8 @@ def launch(
     timeout: float = 600.0,
     pod_streams: bool = True,
     pod_exec: bool = False,
+    record: bool = True,
+    record_bodies: bool = False,
 ) -> PlaneState:
     """Start a supervisor for a new plane and wait until it reports ready. Resolve the binaries first
     (callers do, with progress the user sees): otherwise `timeout` must cover a first-time build,
@@ -383,6 +393,8 @@ def launch(
         conversion=conversion,
         pod_streams=pod_streams,
         pod_exec=pod_exec,
+        record=record,
+        record_bodies=record_bodies,
     )
     return spawn(argv, state_dir, read_state, timeout=timeout, what="control plane")
 

@@ -188,7 +188,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     # A failure found at teardown (operator crash, stuck finalizer) has had them written already,
     # by the context, before the namespace went; collect_artifacts() returns that folder.
     if ctx is not None and report.failed:
+        ctx.record.keep = True
         dest = ctx.collect_artifacts()
         if dest is not None:
             report.sections.append(("envtest artifacts", str(dest)))
+    if ctx is not None and report.when == "teardown":
+        try:  # the record never fails a test: at worst its report says it is incomplete
+            ctx.finish_record()
+        except Exception as exc:
+            ctx.session.recording.incomplete.append(f"{item.nodeid} ({type(exc).__name__}: {exc})")
     return report

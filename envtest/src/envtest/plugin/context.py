@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envtest import objects, timeouts
-from envtest.errors import ClusterScopedLeftover, EnvtestError, FinalizerStuck
+from envtest.errors import ClusterScopedLeftover, EnvtestError, FinalizerStuck, HotLoop
 from envtest.plane import streams
-from envtest.plugin import artifacts, cleanup, clusterscoped, grant_probes, isolation, rbac
+from envtest.plugin import artifacts, cleanup, clusterscoped, grant_probes, isolation, rbac, recording
 
 if TYPE_CHECKING:
     import pytest
@@ -53,6 +53,7 @@ class SessionView(Protocol):
     cr_paths: list[str]
     cluster_cr_paths: list[str]
     operator_roles: list[dict[str, Any]]
+    recording: recording.SessionRecord
 
     @property
     def labels(self) -> dict[str, str]: ...
@@ -99,6 +100,8 @@ class TestContext:
         self.artifacts: Path | None = None
         self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
         self._grants: dict[str, set[str]] = {}  # namespace → URLs of cluster-scoped grants made for it
+        self.record = recording.TestRecord(session.recording, nodeid)
+        """The requests of this test's operators (envtest.plugin.recording)."""
 
     # -- the test's place on the cluster -------------------------------------------------------------
 
@@ -182,6 +185,7 @@ class TestContext:
         self._clusters[name] = cluster
         if self.pod_exec and cluster.pods_dir is not None:
             streams.allow_exec(cluster.pods_dir, name)
+        self.record.watch(cluster, name)
         if cluster.has_controllers:
             self._wait_default_service_account(cluster, name)
         return name
@@ -390,6 +394,18 @@ class TestContext:
         if runner.errors:
             self.collect_artifacts()
         runner.check()
+        if runner.namespace:
+            self._check_hot_loops(cluster, runner.namespace)
+
+    def _check_hot_loops(self, cluster: Cluster, namespace: str) -> None:
+        """After the operator stopped, its record is complete: a loop found warns now, while the
+        namespace (artifacts) still exists. A warning, so suites choose, as with FinalizerStuck."""
+        loops = self.record.hot_loops(cluster, namespace)
+        if loops:
+            found = "; ".join(loop.describe() for loop in loops)
+            warnings.warn(
+                HotLoop(f"{self.nodeid}: {found} (artifacts: {self.collect_artifacts()})"), stacklevel=1
+            )
 
     def _delete_with_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:
         """The test's custom resources deleted while `runner` still runs, so it processes their
@@ -437,6 +453,16 @@ class TestContext:
             fake_pods=cluster.pods_dir is not None,
         )
         return self.artifacts
+
+    def record_closing(self, cluster: Cluster) -> None:
+        """`cluster` (a private plane) is about to stop: keep its record of this test."""
+        self.record.closing(cluster)
+
+    def finish_record(self) -> Path | None:
+        """The test is over: its record counted for the run, and written into its artifacts when
+        it failed (or `--envtest-record=all`); the folder written, if any."""
+        dest = self.session.settings.artifacts_dir / artifacts.sanitize(self.nodeid)
+        return self.record.finish(self._clusters, dest)
 
     def log_dir(self) -> Path:
         base = self.session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]

@@ -173,7 +173,10 @@ def envtest_private_cluster(
         yield cluster
     finally:
         envtest_context.private = None
-        cluster.close()
+        try:
+            envtest_context.record_closing(cluster)  # its audit log goes with it
+        finally:
+            cluster.close()
 
 
 @pytest.fixture

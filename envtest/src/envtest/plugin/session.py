@@ -18,7 +18,7 @@ from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
 from envtest.errors import ConfigError, CRDError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
-from envtest.plugin import clusterscoped, endpoint, pointing, rbac, sweep
+from envtest.plugin import clusterscoped, endpoint, pointing, rbac, recording, sweep
 from envtest.plugin import settings as settings_mod
 from envtest.plugin.releases import Releases
 from envtest.plugin.settings import Settings
@@ -69,6 +69,7 @@ def _local_from_state(state: supervisor.PlaneState) -> LocalCluster:
         components=state.components,
         log_paths={k: Path(v) for k, v in state.logs.items()},
         pods_dir=pods if (pods := Path(state.workdir) / "pods").is_dir() else None,
+        audit_log=Path(state.audit_log) if state.audit_log else None,
     )
 
 
@@ -95,10 +96,16 @@ class ClusterSession:
         self._session_rbac, roles = rbac.split_manifests(manifests)
         self.operator_roles = [doc for _, doc in roles]
         """Roles of the operator, created and bound in each test namespace (not at session start)."""
+        self.recording = recording.SessionRecord(settings.record)
+        """The record of the operators' requests (envtest.plugin.recording)."""
+        for role in self.operator_roles:
+            self.recording.grants[f"Role/{role['metadata']['name']}"] = list(role.get("rules") or [])
         self._role_rules: dict[tuple[str, str], tuple[list[rbac.Rule], list[rbac.Rule]]] = {}
         self.releases = Releases()
         """Test namespaces being released after their tests (drained by `finish`)."""
         self._release_failures: list[str] = []
+        self._record_lines: list[str] = []
+        """The record's summary (written by `finish` where the run's report is)."""
         """Failed namespace releases (this process's, and on the xdist controller its workers')."""
         self._record: runs.RunRecord | None = None
         """This process's run record on a persistent cluster (`envtest.runs`), renewed until finish."""
@@ -170,6 +177,8 @@ class ClusterSession:
                     kubeconfig=s.kubeconfig,
                     progress=self._progress,
                     version=s.version,
+                    record=s.record.on,
+                    record_bodies=s.record.bodies,
                 )
                 if cluster.created and self.is_xdist_worker:  # for the controller's finish()
                     (base_temp(self.config) / KIND_CREATED).write_text(str(cluster.kind_path))
@@ -187,11 +196,14 @@ class ClusterSession:
                 progress=self._progress,
                 pod_streams=s.pod_streams,
                 pod_exec=s.pod_exec,
+                record=s.record.on,
+                record_bodies=s.record.bodies,
             )
             plane.start()  # the conversion server, if any, outlives a failed start: finish() stops it
             cluster = LocalCluster.from_plane(plane)
         with lock:
             self._prepare(cluster)
+        self.recording.log_of(cluster)  # a backend without the record says so once, in the summary
         if self.persistent:
             self._start_record(cluster)
         return cluster
@@ -244,6 +256,8 @@ class ClusterSession:
                     timeout=DETACHED_START_TIMEOUT,
                     pod_streams=s.pod_streams,
                     pod_exec=s.pod_exec,
+                    record=s.record.on,
+                    record_bodies=s.record.bodies,
                 )
                 reused = False
             else:
@@ -363,6 +377,8 @@ class ClusterSession:
             progress=self._progress,
             pod_streams=s.pod_streams,
             pod_exec=s.pod_exec if pod_exec is None else pod_exec,
+            record=s.record.on,
+            record_bodies=s.record.bodies,
         )
         plane.start()
         cluster = LocalCluster.from_plane(plane, name="private")
@@ -404,6 +420,7 @@ class ClusterSession:
                 f"{cluster.server}/{rbac.RBAC_API}/clusterroles/{clusterrole}", timeout=10
             )
             rules = resp.json().get("rules") or [] if resp.ok else []
+            self.recording.grants.setdefault(f"ClusterRole/{clusterrole}", list(rules))
             groups = {g for rule in rules for g in rule.get("apiGroups") or []}
             scopes = rbac.discover_scopes(cluster.session, cluster.server, groups) if groups else {}
             self._role_rules[key] = (
@@ -420,6 +437,9 @@ class ClusterSession:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # a worker's summary reaches nobody: the controller reports it
             workeroutput[RELEASE_FAILURES] = list(self._release_failures)
+            workeroutput[recording.WORKER_KEY] = self.recording.to_json()
+        else:  # the controller (its workers' shares merged by now), or a run without xdist
+            self._record_lines = self.recording.finish(self.settings.artifacts_dir)
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
             supervisor.stop(base_temp(self.config) / SHARED_DIR)
         if self.is_xdist_controller and self.settings.backend != "local":
@@ -492,10 +512,11 @@ class ClusterSession:
     def worker_finished(self, workeroutput: dict[str, Any]) -> None:
         """The xdist controller's view of a worker that ended: its failed releases join the summary."""
         self._release_failures += workeroutput.get(RELEASE_FAILURES, [])
+        self.recording.merge(workeroutput.get(recording.WORKER_KEY))
 
     def summary_lines(self) -> list[str]:
         failed = [f"envtest: {failure}" for failure in self._release_failures]
-        return failed + self._kept_lines()
+        return failed + self._record_lines + self._kept_lines()
 
     def _kept_lines(self) -> list[str]:
         s = self.settings

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from envtest.errors import ConfigError, UsageProblem
+from envtest.plugin import recording
+from envtest.record import hotloop
 
 BACKENDS = ("local", "existing", "kind")
 JOB_PODS = ("complete", "hold")
@@ -86,6 +88,13 @@ OPTIONS = (
     _Opt("context", "kubeconfig context of the existing backend"),
     _Opt("artifacts-dir", "where failed tests leave objects, events and logs", "artifacts"),
     _Opt("kind-image", "node image of a kind cluster this run creates (default: ENVTEST_KIND_IMAGE, pinned)"),
+    _Opt(
+        "record",
+        "the operator's requests, read from kube-apiserver's audit log: into the artifacts of failed "
+        "tests, of all tests, or off (no audit log at all); hot loops and the RBAC report need it",
+        "failed",
+        recording.MODES,
+    ),
 )
 # ini-only keys: (name, type, help)
 INI_ONLY = (
@@ -112,6 +121,24 @@ INI_ONLY = (
         "envtest_conversion_path",
         "string",
         "path of the conversion endpoint on that server (default /convert)",
+    ),
+    (
+        "envtest_record_bodies",
+        "bool",
+        "the record keeps request and response bodies of the operator's requests (never of Secrets, "
+        "tokens or token reviews; default false: metadata only)",
+    ),
+    (
+        "envtest_hotloop_writes",
+        "string",
+        f"HotLoop: writes of one object by the operator with no other user's write in between, above "
+        f"which the test warns (default {hotloop.Limits.writes})",
+    ),
+    (
+        "envtest_hotloop_rate",
+        "string",
+        f"HotLoop: requests per second by the operator on one object, over {hotloop.WINDOW:.0f} s, above "
+        f"which the test warns (default {hotloop.Limits.rate:g})",
     ),
 )
 # Options of pytest-kind-ng we honour but never register: our name → its dest.
@@ -252,6 +279,8 @@ class Settings:
     pod_exec: bool = False
     """Local plane, with pod_streams: exec runs commands on this host in every namespace (False: in
     the namespaces of tests that ask for it; see envtest.plane.streams)."""
+    record: recording.RecordSettings = field(default_factory=recording.RecordSettings)
+    """The record: mode, bodies, hot-loop limits (envtest.plugin.recording)."""
 
     def header(self) -> str:
         from envtest import binaries
@@ -311,6 +340,27 @@ def _check_version(version: str | None) -> str:
     return exact
 
 
+def _limit(config: pytest.Config, key: str, kind: type[int] | type[float], default: float) -> float:
+    raw = config.getini(key)
+    if raw in (None, ""):
+        return default
+    try:
+        value = kind(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise UsageProblem(f"ini {key} = {raw!r}: give a {kind.__name__} above 0 (default {default:g})")
+    return value
+
+
+def _record(config: pytest.Config, mode: str) -> recording.RecordSettings:
+    limits = hotloop.Limits(
+        writes=int(_limit(config, "envtest_hotloop_writes", int, hotloop.Limits.writes)),
+        rate=_limit(config, "envtest_hotloop_rate", float, hotloop.Limits.rate),
+    )
+    return recording.RecordSettings(mode, bool(config.getini("envtest_record_bodies")), limits)
+
+
 def resolve(config: pytest.Config) -> Settings:
     from envtest.errors import ConfigError
     from envtest.plane.controlplane import parse_components
@@ -357,4 +407,5 @@ def resolve(config: pytest.Config) -> Settings:
         pod_streams=values["pod-streams"] == "true",
         pod_exec=values["pod-exec"] == "true",
         operator_scope=values["operator-scope"],
+        record=_record(config, values["record"]),
     )
