@@ -8,10 +8,12 @@ object (a subresource counts as its object):
 - **writes**: more than `Limits.writes` (N) successful writes by the operator in a row, none of
   them explained by a change someone else made since the write before. A write of the object
   itself is explained by another user's write of the object (its status aside: that is not a spec
-  change); a write of its status, which reports on the world, by another user's write of anything in
-  the test's namespaces. The classic case trips it: a status update that triggers a reconcile that
-  updates the status again, with nobody else writing at all; so does an operator that rewrites a
-  child each time another controller updates the child's status.
+  change), or by a spec change a test's client or a person (a user that is no `system:` component)
+  made anywhere — a parent edited while the operator updates its children; a write of its status,
+  which reports on the world, by another user's write of anything in the test's namespaces. The
+  classic case trips it: a status update that triggers a reconcile that updates the status again,
+  with nobody else writing at all; so does an operator that rewrites a child each time another
+  controller updates the child's status.
 - **rate**: more than `Limits.rate` (M) requests per second by the operator on the object, over
   `WINDOW` seconds in which nobody else wrote anything in the test's namespaces (reads count: a
   requeue that reads the object afresh each pass shows here even when it writes nothing; one that
@@ -104,7 +106,9 @@ def _between(times: list[float], after: float, before: float) -> bool:
     return i < len(times) and times[i] < before
 
 
-def _longest_run(mine: list[Request], spec_changes: list[float], world: list[float]) -> list[Request]:
+def _longest_run(
+    mine: list[Request], spec_changes: list[float], test_changes: list[float], world: list[float]
+) -> list[Request]:
     """The longest run of the operator's successful writes (`mine`, in order) none of which a change
     by someone else explains (see the module's docstring)."""
     writes = [r for r in mine if r.is_write and 200 <= r.code < 300]
@@ -113,8 +117,10 @@ def _longest_run(mine: list[Request], spec_changes: list[float], world: list[flo
     for r in writes:
         if run:
             since = run[-1].received
-            explained = _between(spec_changes, since, r.received) or (
-                r.subresource == "status" and _between(world, since, r.received)
+            explained = (
+                _between(spec_changes, since, r.received)
+                or _between(test_changes, since, r.received)
+                or (r.subresource == "status" and _between(world, since, r.received))
             )
             run = [] if explained else run
         run.append(r)
@@ -155,13 +161,19 @@ def analyse(
     for r in others:
         if r.object_key is not None and r.subresource != "status":
             spec_changes[r.object_key].append(r.received)
+    # A spec change by a person or a test's client (no `system:` user: the control plane's components
+    # all are) anywhere: a parent edited while the operator updates its children explains them.
+    test_changes = [
+        r.received for r in others if r.subresource != "status" and not r.user.startswith("system:")
+    ]
     found: list[HotLoop] = []
     peaks = Peaks()
     for key, on_object in sorted(_by_object(items).items()):
         mine = sorted((r for r in on_object if r.user in operators), key=lambda r: r.received)
         if not mine:
             continue
-        run, window = _longest_run(mine, spec_changes.get(key, []), world), _busiest_window(mine, world)
+        run = _longest_run(mine, spec_changes.get(key, []), test_changes, world)
+        window = _busiest_window(mine, world)
         peaks = peaks.max(Peaks(len(run), len(window) / WINDOW))
         if len(run) > limits.writes:
             found.append(HotLoop(key, "writes", tuple(run), limits.writes))
