@@ -118,10 +118,19 @@ class RelayHandler(BaseHTTPRequestHandler):
         rule = proxy._decide(client, info)
         self.outcome = ""  # the code the client got; "" when its connection was cut instead
         self.sent: float | None = None  # when it went upstream; None while the proxy alone answers
+        self._recorded = False
+        self._record = lambda: self._record_once(client, info, rule, received)
         try:
             self._apply(info, rule, client, path, body)
         finally:
-            proxy._answered(client, info, rule, self.outcome, received=received, sent=self.sent)
+            self._record()
+
+    def _record_once(self, client: str, info: RequestInfo, rule: Any, received: float) -> None:
+        # Called before a whole reply's last bytes leave too: a client holding its reply finds it
+        # in `exchanges()` already, never a moment later.
+        if not self._recorded:
+            self._recorded = True
+            self.server.proxy._answered(client, info, rule, self.outcome, received=received, sent=self.sent)
 
     def _apply(self, info: RequestInfo, rule: Any, client: str, path: str, body: bytes) -> None:
         proxy = self.server.proxy
@@ -175,6 +184,7 @@ class RelayHandler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", str(respond.retry_after))
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        self._record()
         self.wfile.write(data)
 
     def _send_expired(self) -> None:
@@ -196,6 +206,7 @@ class RelayHandler(BaseHTTPRequestHandler):
             data = upstream.read()
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
+            self._record()
             self.wfile.write(data)
             return
         self.send_header("Transfer-Encoding", "chunked")
