@@ -9,10 +9,10 @@ What the reference operator promises and the E2E suite proves, asked of any impl
   observedGeneration current, Ready=True, the status written through the status subresource;
 * finalizer_added: both carry `db.example.com/final-backup`;
 * children_match_reference: every child (credentials Secret, headless and primary Services,
-  StatefulSet; backup PVC and CronJob when backups are on) matches what the reference's own builders
-  (`mysql_operator.resources`) make for that cluster - names, labels, owner references, specs - and
-  the Secret has no owner (it is retained with the data) and holds both the root and the
-  replication password;
+  StatefulSet; backup PVC and CronJob when backups are on) matches what the reference's own
+  builders (`mysql_operator.controller.children.resources`) make for that cluster - names, labels,
+  owner references, specs - and the Secret has no owner (it is retained with the data) and holds
+  both the root and the replication password;
 * owner_gc: deleting the backups-off cluster with propagationPolicy=Background removes it (its
   finalizer released) and the garbage collector its owned children; the Secret stays;
 * final_backup: deleting the backups-on cluster stops its database, archives the data volume with
@@ -32,9 +32,9 @@ from typing import Any
 import requests
 
 from envtest import ABSENT, assert_matches, condition, eventually
-from mysql_operator import resources
-from mysql_operator.api import API_VERSION, FINALIZER
-from mysql_operator.quantity import parse_quantity
+from mysql_operator.api.v1 import API_VERSION, FINALIZER
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.quantity import parse_quantity
 
 Obj = dict[str, Any]
 PATHS = {

@@ -13,7 +13,7 @@ import pytest
 from mysqlkit import RETAINED, MySQLClusters, controller_ref, reconciles, sample, writes
 
 from envtest import OperatorRunner, assert_matches, consistently, eventually
-from mysql_operator import images
+from mysql_operator.database import images
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 FULL = sample("mysqlcluster_full.yaml")

@@ -1,4 +1,4 @@
-"""An in-memory stand-in for `mysql_operator.client.ApiClient`, for reconciler unit tests only.
+"""An in-memory stand-in for `mysql_operator.controller.client.ApiClient`, for reconciler unit tests only.
 
 It keeps the apiserver behaviours the reconciler's correctness rests on: resourceVersion
 preconditions (409), AlreadyExists (409), merge-patch semantics (lists replaced, None deletes),
@@ -17,8 +17,8 @@ from typing import Any
 
 from pykube.exceptions import HTTPError
 
-from mysql_operator import resources
-from mysql_operator.kinds import Kind, StatefulSet
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.kinds import Kind, StatefulSet
 
 Obj = dict[str, Any]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mysql_operator import resources
+from mysql_operator.controller.children import resources
 
 SPECS: dict[str, dict[str, Any]] = {
     "minimal": {"replicas": 1, "storage": {"size": "1Gi"}},

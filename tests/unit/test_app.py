@@ -9,11 +9,12 @@ from pathlib import Path
 import pykube
 import pytest
 
-from mysql_operator import build_manager, logs
-from mysql_operator.__main__ import main
-from mysql_operator.app import cluster_of
-from mysql_operator.kinds import CronJob, MySQLCluster, Secret, Service, StatefulSet
-from mysql_operator.reconciler import MySQLClusterReconciler
+from mysql_operator import build_manager
+from mysql_operator.cli import logs
+from mysql_operator.cli.main import main
+from mysql_operator.controller.kinds import CronJob, MySQLCluster, Secret, Service, StatefulSet
+from mysql_operator.controller.reconciler import MySQLClusterReconciler
+from mysql_operator.controller.wiring import cluster_of
 from mysql_operator.runtime import leader
 
 
@@ -126,7 +127,9 @@ def test_queue_rate_limits_and_the_event_sender_are_wired() -> None:
 
 
 def test_key_value_log_lines_carry_extra_fields() -> None:
-    record = logging.LogRecord("mysql_operator.reconciler", logging.INFO, "f", 1, "created", (), None)
+    record = logging.LogRecord(
+        "mysql_operator.controller.reconciler", logging.INFO, "f", 1, "created", (), None
+    )
     record.kind, record.object = "Service", "db headless"
     line = logs.KeyValueFormatter().format(record)
     assert "level=info" in line and "msg=created" in line and "kind=Service" in line

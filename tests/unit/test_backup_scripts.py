@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from mysql_operator import resources
+from mysql_operator.controller.children import resources
+from mysql_operator.database import backup
 
 
 def run_archive(tmp_path: Path, uid: str) -> subprocess.CompletedProcess[str]:
-    script = resources.ARCHIVE_SCRIPT.replace("/backup", str(tmp_path / "backup")).replace(
+    script = backup.ARCHIVE_SCRIPT.replace("/backup", str(tmp_path / "backup")).replace(
         "/var/lib/mysql", str(tmp_path / "data")
     )
     return subprocess.run(
@@ -66,7 +67,7 @@ def test_the_job_tells_the_script_its_cluster(datadir: Path) -> None:
 
 def run_restore(tmp_path: Path, hostname: str = "copy-mysql-0") -> subprocess.CompletedProcess[str]:
     script = (
-        resources.RESTORE_SCRIPT.replace("/var/lib/mysql", str(tmp_path / "data"))
+        backup.RESTORE_SCRIPT.replace("/var/lib/mysql", str(tmp_path / "data"))
         .replace("/restore", str(tmp_path / "source"))
         .replace("/dev/termination-log", str(tmp_path / "termination-log"))
     )

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from peer_specs import BUILDERS, SPECS, cluster
 
-from mysql_operator import resources
+from mysql_operator.controller.children import resources
 
 ROOT = Path(__file__).resolve().parents[2]
 

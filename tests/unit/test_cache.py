@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from operator_fakes import FakeKube
 
-from mysql_operator.cache import PRUNE_MIN, CachedClient
-from mysql_operator.kinds import Job, Secret, StatefulSet
+from mysql_operator.controller.cache import PRUNE_MIN, CachedClient
+from mysql_operator.controller.kinds import Job, Secret, StatefulSet
 from mysql_operator.runtime.types import Key
 
 

@@ -9,16 +9,24 @@ from typing import Any
 import pytest
 from operator_fakes import FakeKube, RecordingEvents, cluster, database_pod, rollout_completed
 
-from mysql_operator import resources
-from mysql_operator.api import RETAINED_ANNOTATION
-from mysql_operator.client import delete_exactly
-from mysql_operator.engines import ENGINES, MARIADB, MYSQL
-from mysql_operator.immutable import STORAGE_IMMUTABLE
-from mysql_operator.kinds import CronJob, Job, MySQLCluster, PersistentVolumeClaim, Pod, Secret, StatefulSet
-from mysql_operator.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
+from mysql_operator.api.v1 import RETAINED_ANNOTATION
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.immutable import STORAGE_IMMUTABLE
+from mysql_operator.controller.client import delete_exactly
+from mysql_operator.controller.kinds import (
+    CronJob,
+    Job,
+    MySQLCluster,
+    PersistentVolumeClaim,
+    Pod,
+    Secret,
+    StatefulSet,
+)
+from mysql_operator.controller.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
+from mysql_operator.controller.status import DEGRADED, condition
+from mysql_operator.controller.versions import ENGINE_IMMUTABLE, VERSION_DOWNGRADE
+from mysql_operator.database.engines import ENGINES, MARIADB, MYSQL
 from mysql_operator.runtime.types import Key
-from mysql_operator.status import DEGRADED, condition
-from mysql_operator.versions import ENGINE_IMMUTABLE, VERSION_DOWNGRADE
 
 KEY = Key("ns/db")
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from mysql_operator import replication
-from mysql_operator.engines import MARIADB, MYSQL, Engine
+from mysql_operator.database import replication
+from mysql_operator.database.engines import MARIADB, MYSQL, Engine
 
 SHELLS = [["dash"], ["bash", "--posix"]]
 SHELL_IDS = ["dash", "bash"]

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 from operator_fakes import START, Clock, FakeKube, RecordingEvents, cluster, database_pod
 
-from mysql_operator import finalizer, resources
-from mysql_operator.api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
-from mysql_operator.kinds import Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
-from mysql_operator.reconciler import MySQLClusterReconciler
+from mysql_operator.api.v1 import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
+from mysql_operator.controller import finalizer
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.kinds import Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
+from mysql_operator.controller.reconciler import MySQLClusterReconciler
+from mysql_operator.controller.status import condition
 from mysql_operator.runtime.types import Key, Result
-from mysql_operator.status import condition
 
 KEY = Key("ns/db")
 POLL = Result(requeue_after=finalizer.POLL_SECONDS)

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from peer_specs import BUILDERS, SPECS, cluster
 
-from mysql_operator import resources
-from mysql_operator.quantity import parse_quantity
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.quantity import parse_quantity
 
 PEER = Path(__file__).resolve().parents[2] / "benchmarks" / "peers" / "gomysql"
 _spec = importlib.util.spec_from_file_location("genscripts", PEER / "genscripts.py")

@@ -12,17 +12,17 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field
 
-from mysql_operator import manifests, rbac
-from mysql_operator.api import MySQLClusterModel
+from mysql_operator.api.v1 import MySQLClusterModel
+from mysql_operator.manifests import generate, rbac
+from mysql_operator.manifests.schema import SchemaError, structural_schema, walk
 from mysql_operator.runtime.manager import ManagerOptions
-from mysql_operator.schema import SchemaError, structural_schema, walk
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    (hub,) = [v for v in manifests.crd()["spec"]["versions"] if v["storage"]]
+    (hub,) = [v for v in generate.crd()["spec"]["versions"] if v["storage"]]
     return hub["schema"]["openAPIV3Schema"]
 
 
@@ -103,7 +103,7 @@ def test_metadata_restricts_only_the_name(schema: dict[str, Any]) -> None:
 
 
 def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
-    crd = manifests.crd()
+    crd = generate.crd()
     assert crd["metadata"]["name"] == "mysqlclusters.db.example.com"
     assert crd["spec"]["scope"] == "Namespaced"
     assert crd["spec"]["names"]["shortNames"] == ["mysql"]
@@ -125,7 +125,7 @@ def served(crd: dict[str, Any]) -> set[str]:
 
 def test_the_deployable_crd_serves_only_versions_stored_without_conversion() -> None:
     """Strategy None relabels: a served version of another shape than the stored one loses fields."""
-    crd = manifests.crd()
+    crd = generate.crd()
     assert crd["spec"]["conversion"] == {"strategy": "None"}
     (hub,) = [v for v in crd["spec"]["versions"] if v["storage"]]
     same_shape = {v["name"] for v in crd["spec"]["versions"] if v["schema"] == hub["schema"]}
@@ -134,14 +134,14 @@ def test_the_deployable_crd_serves_only_versions_stored_without_conversion() -> 
 
 
 def test_v1alpha1_is_served_only_where_the_conversion_webhook_is_set() -> None:
-    generated = manifests.outputs()
-    patch = yaml.safe_load(generated[manifests.CONVERSION_PATCH_PATH])
+    generated = generate.outputs()
+    patch = yaml.safe_load(generated[generate.CONVERSION_PATCH_PATH])
     assert patch["spec"]["conversion"]["strategy"] == "Webhook"
     # A merge patch replaces the list whole: it must carry every version, schemas included.
-    assert patch["spec"]["versions"] == manifests.crd(serve_all=True)["spec"]["versions"]
+    assert patch["spec"]["versions"] == generate.crd(serve_all=True)["spec"]["versions"]
     assert served(patch) == {"v1alpha1", "v1beta1", "v1"}
-    testing = yaml.safe_load(generated[manifests.TESTING_CRD_PATH])
-    assert testing == manifests.crd(serve_all=True)
+    testing = yaml.safe_load(generated[generate.TESTING_CRD_PATH])
+    assert testing == generate.crd(serve_all=True)
     assert served(testing) == {"v1alpha1", "v1beta1", "v1"}
 
 
@@ -213,8 +213,8 @@ def test_committed_manifests_match_the_code() -> None:
 
 
 def test_drift_fails_the_check_with_a_diff(tmp_path: Path) -> None:
-    manifests.write(tmp_path)
-    crd = tmp_path / manifests.CRD_PATH
+    generate.write(tmp_path)
+    crd = tmp_path / generate.CRD_PATH
     crd.write_text(crd.read_text().replace("maximum: 9", "maximum: 10"))
     result = run_check(tmp_path)
     assert result.returncode == 1

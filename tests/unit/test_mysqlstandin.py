@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from envtest import eventually
-from mysql_operator import replication
-from mysql_operator.engines import MYSQL
+from mysql_operator.database import replication
+from mysql_operator.database.engines import MYSQL
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 _spec = importlib.util.spec_from_file_location("standins", KIT / "standins.py")

@@ -6,7 +6,7 @@ import base64
 import json
 from typing import Any
 
-from mysql_operator.webhooks import default, validate
+from mysql_operator.webhooks.admission import default, validate
 
 
 class Classes:
@@ -64,7 +64,7 @@ def test_the_previous_releases_admission_paths_are_still_answered(tmp_path: Any)
     import requests
 
     from envtest.webhooks import serving_certs
-    from mysql_operator.webhooks import V1BETA1_MUTATE_PATH, V1BETA1_VALIDATE_PATH, server
+    from mysql_operator.webhooks.server import V1BETA1_MUTATE_PATH, V1BETA1_VALIDATE_PATH, server
 
     certs = serving_certs(tmp_path)
     hooks = server(certs).start()

@@ -7,8 +7,8 @@ from typing import Any
 
 from operator_fakes import _apiserver_defaults, cluster
 
-from mysql_operator import resources
-from mysql_operator.projection import applies, drifted, matches, project
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.projection import applies, drifted, matches, project
 
 
 def live_cluster(**spec: Any) -> dict[str, Any]:

@@ -6,9 +6,10 @@ import pytest
 from operator_fakes import FakeKube, RecordingEvents, cluster, rollout_completed
 from pykube.exceptions import HTTPError
 
-from mysql_operator import resources
-from mysql_operator.api import FINALIZER, RETAINED_ANNOTATION
-from mysql_operator.kinds import (
+from mysql_operator.api.v1 import FINALIZER, RETAINED_ANNOTATION
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.ssa import with_config_hash
+from mysql_operator.controller.kinds import (
     CronJob,
     MySQLCluster,
     PersistentVolumeClaim,
@@ -16,10 +17,9 @@ from mysql_operator.kinds import (
     Service,
     StatefulSet,
 )
-from mysql_operator.reconciler import BLOCKED_RETRY_SECONDS, MySQLClusterReconciler
+from mysql_operator.controller.reconciler import BLOCKED_RETRY_SECONDS, MySQLClusterReconciler
+from mysql_operator.controller.status import condition
 from mysql_operator.runtime.types import Key, Result
-from mysql_operator.ssa import with_config_hash
-from mysql_operator.status import condition
 
 KEY = Key("ns/db")
 

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from operator_fakes import cluster
 
-from mysql_operator import replication, resources
-from mysql_operator.engines import MARIADB, MYSQL
+from mysql_operator.controller.children import resources
+from mysql_operator.database import replication
+from mysql_operator.database.engines import MARIADB, MYSQL
 
 COMMON = {
     "app.kubernetes.io/name": "mysql",

@@ -10,9 +10,10 @@ import pytest
 from operator_fakes import FakeKube, RecordingEvents, cluster, database_pod
 from pydantic import ValidationError
 
-from mysql_operator import conversion, resources
-from mysql_operator.api import parse_spec
-from mysql_operator.kinds import (
+from mysql_operator.api import conversion
+from mysql_operator.api.v1 import parse_spec
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.kinds import (
     MySQLCluster,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -20,9 +21,14 @@ from mysql_operator.kinds import (
     Secret,
     StatefulSet,
 )
-from mysql_operator.reconciler import RESTORE_FAILED, RESTORE_SOURCE_MISSING, MySQLClusterReconciler
+from mysql_operator.controller.reconciler import (
+    RESTORE_FAILED,
+    RESTORE_SOURCE_MISSING,
+    MySQLClusterReconciler,
+)
+from mysql_operator.controller.status import DEGRADED, condition
+from mysql_operator.database import backup
 from mysql_operator.runtime.types import Key
-from mysql_operator.status import DEGRADED, condition
 
 KEY = Key("ns/db")
 RESTORE = {"fromCluster": "old"}
@@ -45,7 +51,7 @@ def test_a_restoring_cluster_unpacks_before_configure_from_the_source_backup_pvc
     spec = pod_spec(live(replicas=2, restore=RESTORE))
     assert [c["name"] for c in spec["initContainers"]] == ["restore", "configure"]
     restore = spec["initContainers"][0]
-    assert restore["command"] == ["sh", "-c", resources.RESTORE_SCRIPT]
+    assert restore["command"] == ["sh", "-c", backup.RESTORE_SCRIPT]
     assert {"name": "restore", "mountPath": "/restore", "readOnly": True} in restore["volumeMounts"]
     assert {"name": "data", "mountPath": "/var/lib/mysql"} in restore["volumeMounts"]
     volume = {"name": "restore", "persistentVolumeClaim": {"claimName": "old-backup", "readOnly": True}}
@@ -63,7 +69,7 @@ def test_a_cluster_without_restore_has_no_restore_container_or_volume() -> None:
 
 def test_an_interrupted_unpacking_is_started_again_not_taken_for_a_restore() -> None:
     # Runs of the script (pod 0 only, empty datadirs only, once): tests/unit/test_backup_scripts.py.
-    script = resources.RESTORE_SCRIPT
+    script = backup.RESTORE_SCRIPT
     # An interrupted unpacking is started again from scratch, not taken for a restored datadir.
     assert script.index('touch "$incomplete"') < script.index("tar -xf") < script.index('rm "$incomplete"')
 
@@ -106,7 +112,7 @@ def test_final_backup_deadline_grows_with_the_data_volume() -> None:
 
 
 def test_archive_and_dump_stream_through_gzip_and_prune_their_own_partials_first() -> None:
-    archive, dump = resources.ARCHIVE_SCRIPT, resources.DUMP_SCRIPT
+    archive, dump = backup.ARCHIVE_SCRIPT, backup.DUMP_SCRIPT
     assert "set -o pipefail" in archive and "tar -cf - -C /var/lib/mysql . | gzip -1" in archive
     assert archive.index("-name '.final-*'") < archive.index("tar -cf")
     assert dump.index("-name '.dump-*'") < dump.index('"$DUMP"')

@@ -1,6 +1,6 @@
 package main
 
-// The children of one MySQLCluster, as operator/mysql_operator/resources.py builds them: the same
+// The children of one MySQLCluster, as operator/mysql_operator/controller/children/resources.py builds them: the same
 // names, labels, owner references and specs (the scale benchmark's conformance check compares each
 // live child with the reference's own builders). The scripts the pods run are the reference's own
 // texts, generated into scripts.go by genscripts.py.

@@ -1,4 +1,4 @@
-"""The children of one MySQLCluster, as operator/mysql_operator/resources.py builds them.
+"""The children of one MySQLCluster, as operator/mysql_operator/controller/children/resources.py builds them.
 
 A port, not an import: importing `mysql_operator` would load the whole reference operator (its
 runtime, prometheus-client, pydantic) into this process and blur the memory comparison. The scale
@@ -42,7 +42,7 @@ MARKER = "mysql-operator-initialised"
 LEGACY_MARKER = "mysqld-auto.cnf"
 SIDECAR_RESOURCES = {"cpu": "20m", "memory": "32Mi"}
 
-# operator/mysql_operator/engines.py: what differs between the two database servers.
+# operator/mysql_operator/database/engines.py: what differs between the two database servers.
 ENGINES: dict[str, Obj] = {
     "mysql": {
         "default_version": "8.4",
@@ -203,7 +203,7 @@ done
 """
 
 
-# operator/mysql_operator/resources.py's scripts, as they are.
+# operator/mysql_operator/controller/children/resources.py's scripts, as they are.
 DUMP_SCRIPT = """set -eu
 find /backup -maxdepth 1 -name '.dump-*' -exec rm -f {} +
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
