@@ -3,10 +3,10 @@ the new CRD (v1 stored, v1beta1 and v1alpha1 served through the operator's conve
 `migrate-storage` re-stores every object and trims `status.storedVersions` to `["v1"]` — and never
 trims while a write failed.
 
-Under the operator's own ClusterRole (rbac.PERMISSIONS, bound cluster-wide as a deployment binds it),
-so a permission the migration lacks fails here. The proof that objects really are re-encoded is the
-apiserver's own: once v1beta1 is no longer in the CRD at all, an object still stored at v1beta1 could
-not be decoded; every object still reads.
+Under the migration's own ClusterRole (rbac.MIGRATION_PERMISSIONS, bound cluster-wide as
+storage_migration.yaml binds it), so a permission the migration lacks fails here. The proof that
+objects really are re-encoded is the apiserver's own: once v1beta1 is no longer in the CRD at all, an
+object still stored at v1beta1 could not be decoded; every object still reads.
 
 Private planes: the test replaces the CRD and changes its storage version.
 """
@@ -114,8 +114,8 @@ def the_release_before() -> dict[str, Any]:
 
 
 def migrator_kubeconfig(plane: Plane, path: Path) -> Path:
-    """A ServiceAccount bound cluster-wide to the generated ClusterRole (a deployment's binding)."""
-    role = rbac.cluster_role()
+    """A ServiceAccount bound cluster-wide to the migration's generated ClusterRole (its Job's binding)."""
+    (role,) = [d for d in rbac.storage_migration_docs() if d["kind"] == "ClusterRole"]
     role["metadata"]["name"] = f"{MIGRATOR}-{plane.namespace}"
     base = f"{plane.api}/apis/rbac.authorization.k8s.io/v1"
     made = plane.s.post(f"{base}/clusterroles", json=role, timeout=plane.timeouts(10))

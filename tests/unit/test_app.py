@@ -30,8 +30,8 @@ def test_app_wires_one_controller_for_mysqlclusters_and_their_children() -> None
     assert controller.workers == 3
     assert isinstance(controller.reconciler, MySQLClusterReconciler)
     assert controller.reconciler.recorder is not None
-    assert (manager.options.namespace, manager.options.leader_elect, manager.identity) == (
-        "team-a",
+    assert (manager.options.namespaces, manager.options.leader_elect, manager.identity) == (
+        ("team-a",),
         True,
         "me",
     )

@@ -20,6 +20,9 @@ class FakeInformer:
     def has_synced(self) -> bool:
         return True
 
+    def for_namespace(self, namespace: str | None) -> FakeInformer:
+        return self
+
     def get(self, key: Key) -> dict[str, Any] | None:
         return self.store.get(key)
 

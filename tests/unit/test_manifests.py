@@ -175,6 +175,45 @@ def test_cluster_role_is_the_permission_table() -> None:
     assert not rbac.allowed("", "pods", "patch") and not rbac.allowed("", "pods/eviction", "create")
 
 
+def test_the_operator_holds_no_crd_right_and_the_migration_holds_only_its_own() -> None:
+    operator_rules = str(rbac.cluster_role()["rules"])
+    assert "customresourcedefinitions" not in operator_rules
+    account, role, binding, job = rbac.storage_migration_docs()
+    assert (account["kind"], role["kind"], binding["kind"], job["kind"]) == (
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Job",
+    )
+    crd_rules = [r for r in role["rules"] if r["apiGroups"] == ["apiextensions.k8s.io"]]
+    assert {tuple(r["resources"]) for r in crd_rules} == {
+        ("customresourcedefinitions",),
+        ("customresourcedefinitions/status",),
+    }
+    assert all(r["resourceNames"] == ["mysqlclusters.db.example.com"] for r in crd_rules)
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "mysql-operator-system"}
+    ]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert pod["containers"][0]["args"][0] == "migrate-storage"
+
+
+def test_the_namespaced_mode_grants_no_namespaced_right_cluster_wide() -> None:
+    role, role_binding = rbac.namespaced_role_docs()
+    cluster_reads, cluster_binding = rbac.cluster_reads_docs()
+    assert (role["kind"], role_binding["kind"]) == ("Role", "RoleBinding")
+    assert "namespace" not in role["metadata"] and "namespace" not in role_binding["metadata"]
+    namespaced = {r["resources"][0] for r in role["rules"]}
+    assert {"secrets", "statefulsets", "jobs", "pods"} <= namespaced
+    assert {r["resources"][0] for r in cluster_reads["rules"]} == {"persistentvolumes", "storageclasses"}
+    assert all(set(r["verbs"]) <= {"get", "list"} for r in cluster_reads["rules"])
+    assert cluster_binding["roleRef"]["name"] == cluster_reads["metadata"]["name"]
+    # Together they are exactly the cluster-wide role, split by scope.
+    both = sorted(map(str, role["rules"] + cluster_reads["rules"]))
+    assert both == sorted(map(str, rbac.cluster_role()["rules"]))
+
+
 def test_lease_rights_are_a_namespaced_role_limited_to_our_lease() -> None:
     role = rbac.leader_election_role()
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "mysql-operator-system"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 import threading
@@ -29,13 +30,33 @@ log = logging.getLogger("mysql_operator")
 USAGE_ERROR = 2
 
 
+def namespace_list(value: str) -> tuple[str, ...]:
+    """`a,b` → ("a", "b"): each a DNS-1123 label, none twice."""
+    names = tuple(n.strip() for n in value.split(","))
+    bad = [n for n in names if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", n)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"not a namespace name: {', '.join(repr(b) for b in bad)}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a namespace given twice in {value!r}")
+    return names
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m mysql_operator", description="MySQLCluster operator")
     sub = top.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the operator until SIGINT/SIGTERM")
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     run.add_argument("--context", help="kubeconfig context (default: its current-context)")
-    run.add_argument("--namespace", help="watch only this namespace (default: all)")
+    scope = run.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--watch-namespaces",
+        type=namespace_list,
+        default=(),
+        metavar="NS[,NS...]",
+        help="watch only these namespaces (a Role in each suffices: operator/config/namespaced/); "
+        "default: every namespace (the ClusterRole of operator/config/rbac.yaml)",
+    )
+    scope.add_argument("--namespace", help="watch only this namespace (the same as --watch-namespaces NS)")
     run.add_argument("--workers", type=int, default=2, help="concurrent reconciles (default 2)")
     run.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
     run.add_argument(
@@ -125,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         manager = build_manager(
             client_factory(config),
-            namespace=args.namespace,
+            namespaces=(args.namespace,) if args.namespace else args.watch_namespaces,
             workers=args.workers,
             leader_elect=args.leader_elect,
             leader_election_namespace=lease_namespace,

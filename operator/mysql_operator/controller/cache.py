@@ -28,12 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.informer import Informer
+from ..runtime.multinamespace import AnyInformer
 from ..runtime.types import make_key
 from .client import ApiClient
 from .kinds import Kind
 
 Obj = dict[str, Any]
-InformerLookup = Callable[[Kind], Informer]
+InformerLookup = Callable[[Kind], AnyInformer]
 """The manager's `informer(kind)`: the current term's informer, LookupError when there is none."""
 
 
@@ -93,7 +94,7 @@ class CachedClient:
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> Obj | None:
-        informer = None if fresh else self._lookup(kind)
+        informer = None if fresh else self._lookup(kind, namespace)
         if informer is None or not informer.has_synced():
             return self.api.get(kind, namespace, name, fresh=True)
         key = make_key(namespace, name)
@@ -155,16 +156,18 @@ class CachedClient:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _lookup(self, kind: Kind) -> Informer | None:
+    def _lookup(self, kind: Kind, namespace: str | None) -> Informer | None:
+        """The informer holding `namespace`'s objects of `kind` (one per namespace when the operator
+        watches several: resourceVersions compare only within what one informer has seen)."""
         try:
-            return self._informer(kind)
+            return self._informer(kind).for_namespace(namespace)
         except LookupError:
             return None
 
     def _remember(self, kind: Kind, obj: Obj) -> Obj:
-        if self._lookup(kind) is None:
-            return obj  # nothing would ever read it from here
         meta = obj.get("metadata") or {}
+        if self._lookup(kind, meta.get("namespace")) is None:
+            return obj  # nothing would ever read it from here
         key = (kind.endpoint, make_key(meta.get("namespace"), meta["name"]))
         # As the informers keep it: no managedFields (often most of an object, and never read from a
         # cache), and, like the metadata-only Secret informer, no password.
@@ -181,7 +184,7 @@ class CachedClient:
         most children are never read again once they are right, so without this the writes of every
         object the operator ever touched would stay. Amortized: runs when the map has doubled."""
         for key, (kind, obj) in list(self._written.items()):
-            informer = self._lookup(kind)
+            informer = self._lookup(kind, obj["metadata"].get("namespace"))
             if informer is None or _caught_up(informer, obj):
                 del self._written[key]
         self._prune_at = max(PRUNE_MIN, 2 * len(self._written))

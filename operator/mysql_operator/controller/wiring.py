@@ -6,7 +6,7 @@ Separate from `__main__` so tests and the envtest runner build the same manager 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pykube
@@ -29,6 +29,7 @@ def build_manager(
     api_factory: Callable[[], pykube.HTTPClient],
     *,
     namespace: str | None = None,
+    namespaces: Sequence[str] = (),
     workers: int = 2,
     leader_elect: bool = False,
     leader_election_namespace: str | None = None,
@@ -42,11 +43,15 @@ def build_manager(
 ) -> Manager:
     """A manager running the MySQLCluster controller; call `.start()`, later `.stop()`.
 
+    `namespace` (one) or `namespaces` (several) limit what it watches; neither: every namespace.
+
     `api_factory` must return a new HTTPClient per call: every informer gets its own session
     (one shared urllib3 pool runs dry under many watches).
     """
+    if namespace is not None and namespaces:
+        raise ValueError("build_manager: give namespace or namespaces, not both")
     options = ManagerOptions(
-        namespace=namespace,
+        namespaces=(namespace,) if namespace is not None else tuple(namespaces),
         metrics_port=metrics_port,
         health_port=health_port,
         bind_address=bind_address,

@@ -5,6 +5,9 @@ Outputs (relative to the repository root):
   api/crd/testing/db.example.com_mysqlclusters.yaml  the same CRD with every version served (tests)
   operator/config/rbac.yaml                    from rbac.PERMISSIONS (the ClusterRole)
   operator/config/leader_election_role.yaml    from rbac.LEASE_PERMISSIONS (a namespaced Role)
+  operator/config/rbac_namespaced.yaml         the namespaced install mode: a Role per watched namespace
+  operator/config/rbac_cluster_reads.yaml      ... and its cluster-scoped reads
+  operator/config/storage_migration.yaml       migrate-storage's own ServiceAccount, ClusterRole and Job
   operator/config/webhook.yaml                 Service + Mutating/ValidatingWebhookConfiguration
   operator/config/certificate.yaml             cert-manager Issuer + Certificate for the webhook
   operator/config/crd_conversion_patch.yaml    the CRD's conversion webhook, applied at deploy time
@@ -36,6 +39,9 @@ test suite's `envtest_crds` (the harness points conversion at the run's endpoint
 alone: strategy None would relabel v1alpha1. `kubectl apply -f api/crd/` does not descend into it."""
 RBAC_PATH = Path("operator/config/rbac.yaml")
 LEADER_ELECTION_ROLE_PATH = Path("operator/config/leader_election_role.yaml")
+NAMESPACED_RBAC_PATH = Path("operator/config/rbac_namespaced.yaml")
+CLUSTER_READS_PATH = Path("operator/config/rbac_cluster_reads.yaml")
+STORAGE_MIGRATION_PATH = Path("operator/config/storage_migration.yaml")
 WEBHOOK_PATH = Path("operator/config/webhook.yaml")
 CERTIFICATE_PATH = Path("operator/config/certificate.yaml")
 CONVERSION_PATCH_PATH = Path("operator/config/crd_conversion_patch.yaml")
@@ -142,6 +148,14 @@ def outputs() -> dict[Path, str]:
         ),
         RBAC_PATH: render(rbac.cluster_role(), "mysql_operator/manifests/rbac.py"),
         LEADER_ELECTION_ROLE_PATH: render(rbac.leader_election_role(), "mysql_operator/manifests/rbac.py"),
+        NAMESPACED_RBAC_PATH: render_all(
+            rbac.namespaced_role_docs(),
+            "mysql_operator/manifests/rbac.py; apply in each namespace of --watch-namespaces",
+        ),
+        CLUSTER_READS_PATH: render_all(
+            rbac.cluster_reads_docs(), "mysql_operator/manifests/rbac.py; with rbac_namespaced.yaml"
+        ),
+        STORAGE_MIGRATION_PATH: render_all(rbac.storage_migration_docs(), "mysql_operator/manifests/rbac.py"),
         WEBHOOK_PATH: render_all(webhooks.webhook_docs(), "mysql_operator/manifests/webhooks.py"),
         CERTIFICATE_PATH: render_all(webhooks.certificate_docs(), "mysql_operator/manifests/webhooks.py"),
         CONVERSION_PATCH_PATH: render(
