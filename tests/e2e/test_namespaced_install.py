@@ -36,37 +36,34 @@ def namespaces(envtest_context: Any, cluster: Any, namespace: str) -> Iterator[l
         envtest_context.release_namespace(cluster, name)
 
 
-def post(cluster: Any, path: str, body: dict[str, Any]) -> None:
-    resp = cluster.session.post(f"{cluster.server}/{path}", json=body, timeout=10)
+def post(cluster: Any, path: str, body: dict[str, Any], timeouts: Any) -> None:
+    resp = cluster.session.post(f"{cluster.server}/{path}", json=body, timeout=timeouts(10))
     assert resp.status_code == 201, f"{path}: {resp.status_code} {resp.text[:300]}"
 
 
 @pytest.fixture
-def identity(cluster: Any, namespaces: list[str], tmp_path: Path) -> Iterator[Path]:
+def identity(cluster: Any, namespaces: list[str], tmp_path: Path, timeouts: Any) -> Iterator[Path]:
     """A ServiceAccount granted the namespaced mode's documents as shipped, re-pointed at it."""
     home, watched = namespaces[0], namespaces[:2]
     subject = [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": home}]
     role, binding = rbac.namespaced_role_docs()
     for ns in watched:
-        post(
-            cluster,
-            f"{RBAC}/namespaces/{ns}/roles",
-            {**role, "metadata": {**role["metadata"], "namespace": ns}},
-        )
+        namespaced_role = {**role, "metadata": {**role["metadata"], "namespace": ns}}
+        post(cluster, f"{RBAC}/namespaces/{ns}/roles", namespaced_role, timeouts)
         bound = copy.deepcopy(binding)
         bound["metadata"]["namespace"], bound["subjects"] = ns, subject
-        post(cluster, f"{RBAC}/namespaces/{ns}/rolebindings", bound)
+        post(cluster, f"{RBAC}/namespaces/{ns}/rolebindings", bound, timeouts)
     reads, reads_binding = (copy.deepcopy(d) for d in rbac.cluster_reads_docs())
     unique = f"{reads['metadata']['name']}-{secrets.token_hex(3)}"  # cluster-scoped: one per test
     reads["metadata"]["name"] = reads_binding["metadata"]["name"] = reads_binding["roleRef"]["name"] = unique
     reads_binding["subjects"] = subject
-    post(cluster, f"{RBAC}/clusterroles", reads)
-    post(cluster, f"{RBAC}/clusterrolebindings", reads_binding)
+    post(cluster, f"{RBAC}/clusterroles", reads, timeouts)
+    post(cluster, f"{RBAC}/clusterrolebindings", reads_binding, timeouts)
     try:
         yield cluster.identity_kubeconfig(home, ACCOUNT, tmp_path / "namespaced.kubeconfig")
     finally:
         for kind in ("clusterrolebindings", "clusterroles"):
-            cluster.session.delete(f"{cluster.server}/{RBAC}/{kind}/{unique}", timeout=10)
+            cluster.session.delete(f"{cluster.server}/{RBAC}/{kind}/{unique}", timeout=timeouts(10))
 
 
 def test_a_namespaced_operator_runs_both_namespaces_and_touches_no_other(

@@ -150,7 +150,7 @@ class FakeKube:
         self._maybe_fail("get", kind.endpoint)
         return self.peek(kind, namespace, name)
 
-    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
+    def list(self, kind: Kind, namespace: str, label_selector: str, *, fresh: bool = False) -> list[Obj]:
         self._maybe_fail("list", kind.endpoint)
         wanted = dict(part.split("=", 1) for part in label_selector.split(",") if part)
         return [

@@ -45,6 +45,12 @@ def pruned(obj: Any) -> Any:
     return obj
 
 
+def test_the_kopf_peers_scripts_are_what_genscripts_writes_from_the_reference() -> None:
+    assert genscripts.KOPF_OUTPUT.read_text() == genscripts.render_json(), (
+        "kopfmysql/scripts.json is stale: run .venv/bin/python benchmarks/peers/gomysql/genscripts.py"
+    )
+
+
 def test_scripts_go_is_what_genscripts_writes_from_the_reference() -> None:
     assert (PEER / "scripts.go").read_text() == genscripts.render(), (
         "scripts.go is stale: run .venv/bin/python benchmarks/peers/gomysql/genscripts.py"

@@ -172,7 +172,9 @@ def test_cluster_role_is_the_permission_table() -> None:
     assert rbac.allowed("batch", "jobs", "delete") and not rbac.allowed("", "pods", "create")
     assert rbac.allowed("", "pods", "list"), "the final backup waits for database pods to be gone"
     assert rbac.allowed("", "pods", "delete"), "database pods outstaying their grace are deleted"
-    assert not rbac.allowed("", "pods", "patch") and not rbac.allowed("", "pods/eviction", "create")
+    assert rbac.allowed("", "pods", "patch"), "the role label moves the primary Service"
+    assert rbac.allowed("", "pods/exec", "create"), "failover reads GTIDs and fences through exec"
+    assert not rbac.allowed("", "pods/eviction", "create") and not rbac.allowed("", "pods", "update")
 
 
 def test_the_operator_holds_no_crd_right_and_the_migration_holds_only_its_own() -> None:

@@ -196,12 +196,13 @@ def test_recreated_cluster_reuses_the_retained_secret(
     kube.delete(MySQLCluster, "ns", "db")
     reconciler.reconcile(KEY)  # finalizer off, the cluster is gone; the Secret stays
     assert kube.peek(MySQLCluster, "ns", "db") is None
-    assert sorted(kube.collect_garbage()) == ["db-headless", "db-mysql", "db-primary"]
+    assert sorted(kube.collect_garbage()) == ["db-headless", "db-mysql", "db-primary", "db-tls"]
     kube.put(MySQLCluster, cluster())  # same name, new uid
     kube.writes.clear()
     reconciler.reconcile(KEY)
     assert kube.peek(Secret, "ns", "db-credentials") == first, "reused as it was: not adopted, not rewritten"
-    assert [w for w in kube.writes if w[1] == "secrets"] == []
+    # The credentials are never written again; the replication TLS is the new cluster's own, made anew.
+    assert [w for w in kube.writes if w[1] == "secrets"] == [("create", "secrets", "db-tls")]
     assert live_cluster(kube)["status"]["phase"] == "Pending"
 
 

@@ -71,7 +71,8 @@ def test_child_names() -> None:
         "db-backup",
         "db-final-backup",
     )
-    assert names.primary_data_pvc == "data-db-mysql-0"
+    assert (names.first_pod, names.data_claim("db-mysql-2")) == ("db-mysql-0", "data-db-mysql-2")
+    assert names.tls_secret == "db-tls"
     assert names.primary_service == "db-primary"
     assert names.primary_host("ns") == "db-primary.ns.svc"
     assert names.pod_host(0, "ns") == "db-mysql-0.db-headless.ns.svc"
@@ -91,12 +92,11 @@ def test_the_replication_account_has_its_own_password() -> None:
 
 
 def test_statefulset_reads_the_root_password_from_the_secret() -> None:
-    password, primary = container(resources.statefulset(live()))["env"]
+    (password,) = container(resources.statefulset(live()))["env"]
     assert password == {
         "name": "MYSQL_ROOT_PASSWORD",
         "valueFrom": {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}},
     }
-    assert primary == {"name": "PRIMARY_HOST", "value": "db-mysql-0.db-headless.ns.svc"}
 
 
 def test_retained_secret_is_marked_and_labelled() -> None:
@@ -109,13 +109,13 @@ def test_retained_secret_is_marked_and_labelled() -> None:
     assert meta["labels"] == COMMON
 
 
-def test_primary_service_selects_pod_zero_only() -> None:
+def test_primary_service_selects_the_pod_labelled_primary_only() -> None:
     svc = resources.primary_service(live(replicas=3))
     assert svc["metadata"]["name"] == "db-primary"
     assert "clusterIP" not in svc["spec"], "a ClusterIP Service: one stable address for writes"
     assert svc["spec"]["selector"] == {
         **resources.pod_labels("db", "database"),
-        "statefulset.kubernetes.io/pod-name": "db-mysql-0",
+        "db.example.com/role": "primary",
     }
     assert svc["spec"]["ports"] == [{"name": "mysql", "port": 3306, "targetPort": 3306}]
 
@@ -130,13 +130,21 @@ def test_every_pod_is_configured_from_its_ordinal_before_the_server_starts(engin
     assert init["image"] == container(sts)["image"]
     assert init["command"] == ["sh", "-c", replication.configure_script(engine, "/var/lib/mysql")]
     mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
-    assert mounts == {
+    shared = {
         "/etc/mysql/conf.d": "conf",
         "/docker-entrypoint-initdb.d": "initdb",
         "/var/lib/mysql": "data",
+        "/run/mysql-operator": "run",
     }
+    assert mounts == {**shared, "/etc/mysql-operator/tls": "tls"}, "only configure reads the TLS Secret"
     server_mounts = {m["mountPath"]: m["name"] for m in container(sts)["volumeMounts"]}
-    assert server_mounts == mounts, "the server reads what the init container wrote, on the same datadir"
+    assert server_mounts == {**shared, "/etc/podinfo": "podinfo"}, "what configure wrote, and its role"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["run"]["emptyDir"]["medium"] == "Memory", "the clients' option file never on disk"
+    assert volumes["tls"]["secret"] == {"secretName": "db-tls", "defaultMode": 0o400}
+    assert volumes["podinfo"]["downwardAPI"]["items"] == [
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+    ]
     probe = container(sts)["readinessProbe"]["exec"]["command"]
     assert probe == ["sh", "-c", replication.probe_script(engine)]
     start = ["sh", "-c", replication.start_script(engine, "/var/lib/mysql"), "sh", engine.server]
@@ -154,18 +162,15 @@ def test_the_replication_sidecar_runs_the_engines_script_with_its_own_account(en
     secret = "db-credentials"
     assert sidecar["env"] == [
         {
-            "name": "MYSQL_ROOT_PASSWORD",
-            "valueFrom": {"secretKeyRef": {"name": secret, "key": "root-password"}},
-        },
-        {
             "name": "REPLICATION_PASSWORD",
             "valueFrom": {"secretKeyRef": {"name": secret, "key": "replication-password"}},
         },
         {"name": "REPLICATION_USER", "value": "repl"},
-        {"name": "PRIMARY_HOST", "value": "db-mysql-0.db-headless.ns.svc"},
+        {"name": "PRIMARY_HOST", "value": "db-primary.ns.svc"},
+        {"name": "SEMI_SYNC", "value": "off"},
     ]
-    # It talks to the server over TCP, never to its files; the conf volume carries the start's flag.
-    assert sidecar["volumeMounts"] == [{"name": "conf", "mountPath": replication.CONF_DIR}]
+    # Root logs in by the option file; the conf volume carries the start's flag, podinfo its role.
+    assert [m["name"] for m in sidecar["volumeMounts"]] == ["conf", "run", "podinfo"]
 
 
 def test_the_sidecar_keeps_a_guaranteed_pod_guaranteed() -> None:

@@ -132,13 +132,15 @@ def test_final_backup_job_is_pinned_where_the_data_volume_is() -> None:
     assert "affinity" not in resources.final_backup_job(live())["spec"]["template"]["spec"]
 
 
-def test_dump_pods_prefer_pod_0s_node_then_its_zone() -> None:
+def test_dump_pods_prefer_the_primarys_node_then_its_zone() -> None:
     spec = resources.backup_cronjob(live(backup={"enabled": True}))["spec"]["jobTemplate"]["spec"]["template"]
     terms = spec["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     keys = [(t["weight"], t["podAffinityTerm"]["topologyKey"]) for t in terms]
     assert keys == [(100, "kubernetes.io/hostname"), (50, "topology.kubernetes.io/zone")]
     selector = terms[0]["podAffinityTerm"]["labelSelector"]
-    assert selector == {"matchLabels": {"statefulset.kubernetes.io/pod-name": "db-mysql-0"}}
+    assert selector == {
+        "matchLabels": {**resources.pod_labels("db", "database"), "db.example.com/role": "primary"}
+    }
 
 
 def test_v1alpha1_keeps_restore_in_its_annotation_and_gives_it_back() -> None:

@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/big"
-	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -45,6 +44,10 @@ const (
 	restoreDir      = "/restore"
 	confDir         = "/etc/mysql/conf.d"
 	initdbDir       = "/docker-entrypoint-initdb.d"
+	runDir          = "/run/mysql-operator"
+	podinfoDir      = "/etc/podinfo"
+	tlsSourceDir    = "/etc/mysql-operator/tls"
+	roleLabel       = group + "/role"
 	backupImage     = "busybox:1.36"
 	finalFloor      = 600     // seconds every final backup gets, whatever the size
 	finalRate       = 5 << 20 // bytes/s: the slowest archive rate planned for
@@ -75,6 +78,9 @@ type spec struct {
 	Restore *struct {
 		FromCluster string `json:"fromCluster"`
 	} `json:"restore,omitempty"`
+	Replication struct {
+		SemiSync bool `json:"semiSync"`
+	} `json:"replication"`
 }
 
 func (s *spec) defaults() {
@@ -103,6 +109,7 @@ func (o owner) statefulset() string    { return o.Name + "-mysql" }
 func (o owner) headless() string       { return o.Name + "-headless" }
 func (o owner) primary() string        { return o.Name + "-primary" }
 func (o owner) secret() string         { return o.Name + "-credentials" }
+func (o owner) tls() string            { return o.Name + "-tls" }
 func (o owner) backup() string         { return o.Name + "-backup" } // the PVC and the CronJob
 func (o owner) finalJob() string       { return o.Name + "-final-backup" }
 func (o owner) primaryPod() string     { return o.statefulset() + "-0" }
@@ -168,7 +175,7 @@ func headlessService(o owner) *corev1.Service {
 
 func primaryService(o owner) *corev1.Service {
 	selector := podLabels(o.Name, "database")
-	selector["statefulset.kubernetes.io/pod-name"] = o.primaryPod()
+	selector[roleLabel] = "primary"
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: o.meta(o.primary(), true),
 		Spec: corev1.ServiceSpec{Selector: selector, Ports: mysqlPorts()},
@@ -223,46 +230,67 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	generated := []corev1.VolumeMount{{Name: "conf", MountPath: confDir}, {Name: "initdb", MountPath: initdbDir}}
+	conf := corev1.VolumeMount{Name: "conf", MountPath: confDir}
+	initdb := corev1.VolumeMount{Name: "initdb", MountPath: initdbDir}
+	run := corev1.VolumeMount{Name: "run", MountPath: runDir}
+	podinfo := corev1.VolumeMount{Name: "podinfo", MountPath: podinfoDir, ReadOnly: true}
 	data := corev1.VolumeMount{Name: dataVolume, MountPath: dataDir}
 	rootPassword := passwordEnv(o, "MYSQL_ROOT_PASSWORD", passwordKey)
-	primaryHost := corev1.EnvVar{
-		Name: "PRIMARY_HOST", Value: fmt.Sprintf("%s-0.%s.%s.svc", o.statefulset(), o.headless(), o.Namespace),
+	semi := corev1.EnvVar{Name: "SEMI_SYNC", Value: "off"}
+	if o.Spec.Replication.SemiSync {
+		semi.Value = "on"
 	}
 	mysql := corev1.Container{
 		Name: "mysql", Image: o.image(),
 		Command:   []string{"sh", "-c", o.engine().start, "sh", o.engine().server},
 		Ports:     []corev1.ContainerPort{{Name: "mysql", ContainerPort: mysqlPort}},
-		Env:       []corev1.EnvVar{rootPassword, primaryHost},
+		Env:       []corev1.EnvVar{rootPassword},
 		Resources: res,
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", o.engine().probe}}},
-			InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 5,
+			InitialDelaySeconds: 5, PeriodSeconds: 5, TimeoutSeconds: 5,
 		},
-		VolumeMounts: append([]corev1.VolumeMount{data}, generated...),
+		VolumeMounts: []corev1.VolumeMount{data, conf, initdb, run, podinfo},
 	}
 	configure := corev1.Container{
 		Name: "configure", Image: o.image(), Command: []string{"sh", "-c", o.engine().configure},
-		VolumeMounts: append(slices.Clone(generated), data),
+		Env: []corev1.EnvVar{rootPassword, semi},
+		VolumeMounts: []corev1.VolumeMount{
+			conf, initdb, data, run, {Name: "tls", MountPath: tlsSourceDir, ReadOnly: true},
+		},
 	}
 	sidecarResources := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse(sidecarCPU), corev1.ResourceMemory: resource.MustParse(sidecarMemory),
 	}
 	sidecar := corev1.Container{
 		Name: "replication", Image: o.image(), Command: []string{"sh", "-c", o.engine().replication},
-		VolumeMounts: []corev1.VolumeMount{generated[0]}, // conf: the server's start flags a wiped datadir
+		VolumeMounts: []corev1.VolumeMount{conf, run, podinfo}, // conf: the server's start flags a wiped datadir
 		Env: []corev1.EnvVar{
-			rootPassword,
 			passwordEnv(o, "REPLICATION_PASSWORD", replicationKey),
 			{Name: "REPLICATION_USER", Value: replicationUser},
-			primaryHost,
+			{Name: "PRIMARY_HOST", Value: fmt.Sprintf("%s.%s.svc", o.primary(), o.Namespace)},
+			semi,
 		},
 		// Requests equal limits, as the server's: the sidecar never makes the pod less than Guaranteed.
 		Resources: corev1.ResourceRequirements{Requests: sidecarResources, Limits: sidecarResources.DeepCopy()},
 	}
 	empty := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	memory := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi")),
+	}}
+	labelsFile := corev1.DownwardAPIVolumeFile{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}
 	inits := []corev1.Container{configure}
-	volumes := []corev1.Volume{{Name: "conf", VolumeSource: empty}, {Name: "initdb", VolumeSource: empty}}
+	volumes := []corev1.Volume{
+		{Name: "conf", VolumeSource: empty},
+		{Name: "initdb", VolumeSource: empty},
+		{Name: "run", VolumeSource: memory},
+		{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{labelsFile},
+		}}},
+		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: o.tls(), DefaultMode: ptr.To(int32(0o400)),
+		}}},
+	}
 	if restore, volume := restoreParts(o); restore != nil {
 		inits = append([]corev1.Container{*restore}, inits...) // fills the datadir before configure
 		volumes = append(volumes, volume)
@@ -388,9 +416,11 @@ func backupCronJob(o owner) *batchv1.CronJob {
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: "backup", MountPath: backupDir}},
 	}
-	// Preferred near pod 0 (its node, else its zone): that puts a WaitForFirstConsumer backup volume
-	// where the final backup Job will need it.
-	pod0 := &metav1.LabelSelector{MatchLabels: map[string]string{"statefulset.kubernetes.io/pod-name": o.primaryPod()}}
+	// Preferred near the primary (its node, else its zone): that puts a WaitForFirstConsumer backup
+	// volume where the final backup Job will need it.
+	primary := podLabels(o.Name, "database")
+	primary[roleLabel] = "primary"
+	pod0 := &metav1.LabelSelector{MatchLabels: primary}
 	var nearPrimary []corev1.WeightedPodAffinityTerm
 	for _, t := range []struct {
 		weight int32

@@ -23,6 +23,7 @@ var engines = map[string]engineScripts{
 		server:         "mariadbd",
 		configure: `set -eu
 ordinal="${HOSTNAME##*-}"
+umask 022
 {
   echo '[mysqld]'
   echo "server-id=$((100 + ordinal))"
@@ -31,41 +32,71 @@ log-bin=mysql-bin
 log-slave-updates=ON
 gtid-strict-mode=ON
 binlog-format=ROW
+slave-net-timeout=10
+ssl-ca=/run/mysql-operator/tls/ca.crt
+ssl-cert=/run/mysql-operator/tls/tls.crt
+ssl-key=/run/mysql-operator/tls/tls.key
 EOF
+  if [ "${SEMI_SYNC:-off}" = on ]; then
+    cat <<'EOF'
+rpl-semi-sync-slave-enabled=ON
+rpl-semi-sync-master-wait-point=AFTER_SYNC
+rpl-semi-sync-master-timeout=10000
+EOF
+  fi
 } > /etc/mysql/conf.d/server.cnf
-# The last init script: marks the one-time init done and makes a replica read-only from the real
-# server's first start on (not before: the init phase's own writes, e.g. the root password, would fail).
+# Read-only from the real server's first start on, whatever the ordinal: only a promotion makes a
+# server writable. Not during the init phase: its own writes (the root password) would be refused.
+printf '[mysqld]\nread-only=ON\n' > /etc/mysql/conf.d/readonly.cnf.pending
 cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<'EOF'
 touch /var/lib/mysql/mysql-operator-initialised
-if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then cp /etc/mysql/conf.d/replica.cnf.pending /etc/mysql/conf.d/replica.cnf; fi
+cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
 EOF
-if [ "$ordinal" -gt 0 ]; then
-  printf '[mysqld]\nread-only=ON\n' > /etc/mysql/conf.d/replica.cnf.pending
+# The server reads its key as its own user; certificates are public.
+mkdir -p -m 755 /run/mysql-operator/tls
+cp /etc/mysql-operator/tls/ca.crt /etc/mysql-operator/tls/tls.crt /etc/mysql-operator/tls/tls.key /run/mysql-operator/tls/
+chmod 644 /run/mysql-operator/tls/ca.crt /run/mysql-operator/tls/tls.crt
+chmod 600 /run/mysql-operator/tls/tls.key
+if id mysql >/dev/null 2>&1; then chown mysql /run/mysql-operator/tls/tls.key; fi
+# The clients' login: an option file only root reads; a password is never an argument of a process.
+case "$MYSQL_ROOT_PASSWORD" in
+  '' | *'"'* | *'\'*)
+    echo "configure: the root password must be non-empty, without \" or \\" >&2
+    exit 1 ;;
+esac
+if [ "$(printf '%s' "$MYSQL_ROOT_PASSWORD" | wc -l)" -ne 0 ]; then
+  echo "configure: the root password must be one line" >&2
+  exit 1
 fi
+umask 077
+printf '[client]\nuser=root\npassword="%s"\nhost=127.0.0.1\n' "$MYSQL_ROOT_PASSWORD" \
+  > /run/mysql-operator/client.cnf
 `,
 		start: `set -eu
-if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then
-  if [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ]; then
-    cp /etc/mysql/conf.d/replica.cnf.pending /etc/mysql/conf.d/replica.cnf
+role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"
+if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  if ! [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ] && [ "$role" = replica ]; then
+    echo "mariadbd: the datadir's first init did not finish; clearing it to initialise it again"
+    find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+    touch /etc/mysql/conf.d/datadir-wiped
+    rm -f /etc/mysql/conf.d/readonly.cnf
   else
-    # Read-only only once the init phase has run (again): its own writes would be refused.
-    rm -f /etc/mysql/conf.d/replica.cnf
-    if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
-      echo "mariadbd: the datadir's first init did not finish; clearing it to initialise it again"
-      find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
-      touch /etc/mysql/conf.d/datadir-wiped
-    fi
+    cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
   fi
+else
+  # An empty datadir is initialised by the image first; its last init script turns read-only on.
+  rm -f /etc/mysql/conf.d/readonly.cnf
 fi
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,
-		probe: `ordinal="${HOSTNAME##*-}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-if [ "$ordinal" -eq 0 ]; then
-  exec mariadb -h 127.0.0.1 -u root -N -e 'SELECT 1' >/dev/null
+		probe: `role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"
+if [ "$role" = primary ]; then
+  read_only="$(mariadb --defaults-extra-file=/run/mysql-operator/client.cnf -N -e 'SELECT @@global.read_only')" || exit 1
+  [ "$read_only" = 0 ] || { echo "labelled primary, still read-only"; exit 1; }
+  exit 0
 fi
-status="$(mariadb -h 127.0.0.1 -u root -e 'SHOW SLAVE STATUS\G')" || exit 1
+status="$(mariadb --defaults-extra-file=/run/mysql-operator/client.cnf -e 'SHOW SLAVE STATUS\G')" || exit 1
 for thread in IO SQL; do
   echo "$status" | grep -Eq "(Replica|Slave)_${thread}_Running: Yes" \
     || { echo "$thread thread not running"; exit 1; }
@@ -79,40 +110,53 @@ case "$REPLICATION_PASSWORD" in
     echo "replication: the credentials Secret's replication-password must be non-empty [A-Za-z0-9_-]" >&2
     exit 1 ;;
 esac
-ordinal="${HOSTNAME##*-}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-sql() { mariadb -h 127.0.0.1 -u root -N "$@"; }
+sql() { mariadb --defaults-extra-file=/run/mysql-operator/client.cnf -N "$@"; }
 pause() { sleep "$1" & wait $!; }
-until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
-if [ "$ordinal" -eq 0 ]; then
-  until sql -e "CREATE USER IF NOT EXISTS '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
-  echo "replication: account $REPLICATION_USER ready"
-  while :; do pause 3600; done
-fi
-# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
-# source any more: its start leaves a flag, looked for every 10 s.
+role() { sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true; }
+# Statements carrying a password go through the client's stdin (printf is the shell's own).
+account() {
+  printf "CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nALTER USER '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nGRANT REPLICATION SLAVE ON *.* TO '%s'@'%%';\n" "$REPLICATION_USER" "$REPLICATION_PASSWORD" "$REPLICATION_USER" \
+    "$REPLICATION_PASSWORD" "$REPLICATION_USER" | sql
+}
 point() {
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
   until status="$(sql -e 'SHOW SLAVE STATUS\G')"; do pause 5; done
   [ -z "$status" ] || return 1
-  until ssl="$(MYSQL_PWD="$REPLICATION_PASSWORD" mariadb -h "$PRIMARY_HOST" -u "$REPLICATION_USER" -N -e 'SELECT @@have_ssl' 2>/dev/null)" \
-      && if [ "$ssl" = YES ]; then tls=1; else tls=0; fi \
-    && sql -e "CHANGE MASTER TO MASTER_HOST='$PRIMARY_HOST', MASTER_PORT=3306, MASTER_USER='$REPLICATION_USER', MASTER_PASSWORD='$REPLICATION_PASSWORD', MASTER_USE_GTID=slave_pos, MASTER_SSL=$tls; START SLAVE;"
-  do pause 5; done
-  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+  until printf "CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=3306, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=2, MASTER_SSL=1, MASTER_SSL_CA='/run/mysql-operator/tls/ca.crt', MASTER_SSL_VERIFY_SERVER_CERT=1; START SLAVE;\n" "$PRIMARY_HOST" "$REPLICATION_USER" "$REPLICATION_PASSWORD" | sql; do pause 5; done
+  echo "replication: replicating from $PRIMARY_HOST (TLS, server certificate verified)"
 }
-point || echo "replication: already configured; left as it is"
+read_only() { sql -e 'SELECT @@global.read_only'; }
+until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
+was=none
 while :; do
-  pause 10
-  if [ -e /etc/mysql/conf.d/datadir-wiped ]; then
-    echo "replication: the server's start wiped the datadir; pointing it again"
-    point || echo "replication: already configured; left as it is"
-    rm -f /etc/mysql/conf.d/datadir-wiped
+  now="$(role)"
+  if [ "$now" = primary ]; then
+    if status="$(sql -e 'SHOW SLAVE STATUS\G')" && [ -z "$status" ]; then
+      [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_master_enabled=ON' || :
+      if [ "$(read_only)" != 0 ] && sql -e 'SET GLOBAL read_only=OFF'; then
+        echo "replication: writable: this pod is labelled primary"
+      fi
+      if [ -z "${account_ready:-}" ] && account; then
+        account_ready=1
+        echo "replication: account $REPLICATION_USER ready"
+      fi
+    elif [ -n "${status:-}" ] && [ "$was" != primary ]; then
+      echo "replication: labelled primary but still replicating: waiting for the operator's promotion"
+    fi
+  else
+    if [ "$(read_only)" != 1 ] && sql -e 'SET GLOBAL read_only=ON'; then
+      echo "replication: read-only: this pod is not labelled primary"
+    fi
+    [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_master_enabled=OFF' || :
+    # Pointed when it becomes a replica (new, or the primary it was), and after its datadir was wiped.
+    if [ "$now" = replica ] && { [ "$was" != replica ] || [ -e /etc/mysql/conf.d/datadir-wiped ]; }; then
+      point || echo "replication: already configured; left as it is"
+      rm -f /etc/mysql/conf.d/datadir-wiped
+    fi
   fi
+  was="${now:-none}"
+  pause 3
 done
 `,
 	},
@@ -122,47 +166,81 @@ done
 		server:         "mysqld",
 		configure: `set -eu
 ordinal="${HOSTNAME##*-}"
+umask 022
 {
   echo '[mysqld]'
   echo "server-id=$((100 + ordinal))"
   cat <<'EOF'
 gtid-mode=ON
 enforce-gtid-consistency=ON
+loose-replica-net-timeout=10
+loose-slave-net-timeout=10
+ssl-ca=/run/mysql-operator/tls/ca.crt
+ssl-cert=/run/mysql-operator/tls/tls.crt
+ssl-key=/run/mysql-operator/tls/tls.key
 EOF
+  if [ "${SEMI_SYNC:-off}" = on ]; then
+    cat <<'EOF'
+plugin-load-add=semisync_source.so
+plugin-load-add=semisync_replica.so
+loose-rpl-semi-sync-replica-enabled=ON
+loose-rpl-semi-sync-source-wait-point=AFTER_SYNC
+loose-rpl-semi-sync-source-timeout=10000
+EOF
+  fi
 } > /etc/mysql/conf.d/server.cnf
-# The last init script: marks the one-time init done and makes a replica read-only from the real
-# server's first start on (not before: the init phase's own writes, e.g. the root password, would fail).
+# Read-only from the real server's first start on, whatever the ordinal: only a promotion makes a
+# server writable. Not during the init phase: its own writes (the root password) would be refused.
+printf '[mysqld]\nread-only=ON\nsuper-read-only=ON\n' > /etc/mysql/conf.d/readonly.cnf.pending
 cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<'EOF'
 touch /var/lib/mysql/mysql-operator-initialised
-if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then cp /etc/mysql/conf.d/replica.cnf.pending /etc/mysql/conf.d/replica.cnf; fi
+cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
 EOF
-if [ "$ordinal" -gt 0 ]; then
-  printf '[mysqld]\nread-only=ON\nsuper-read-only=ON\n' > /etc/mysql/conf.d/replica.cnf.pending
+# The server reads its key as its own user; certificates are public.
+mkdir -p -m 755 /run/mysql-operator/tls
+cp /etc/mysql-operator/tls/ca.crt /etc/mysql-operator/tls/tls.crt /etc/mysql-operator/tls/tls.key /run/mysql-operator/tls/
+chmod 644 /run/mysql-operator/tls/ca.crt /run/mysql-operator/tls/tls.crt
+chmod 600 /run/mysql-operator/tls/tls.key
+if id mysql >/dev/null 2>&1; then chown mysql /run/mysql-operator/tls/tls.key; fi
+# The clients' login: an option file only root reads; a password is never an argument of a process.
+case "$MYSQL_ROOT_PASSWORD" in
+  '' | *'"'* | *'\'*)
+    echo "configure: the root password must be non-empty, without \" or \\" >&2
+    exit 1 ;;
+esac
+if [ "$(printf '%s' "$MYSQL_ROOT_PASSWORD" | wc -l)" -ne 0 ]; then
+  echo "configure: the root password must be one line" >&2
+  exit 1
 fi
+umask 077
+printf '[client]\nuser=root\npassword="%s"\nhost=127.0.0.1\n' "$MYSQL_ROOT_PASSWORD" \
+  > /run/mysql-operator/client.cnf
 `,
 		start: `set -eu
-if [ -e /etc/mysql/conf.d/replica.cnf.pending ]; then
-  if [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ]; then
-    cp /etc/mysql/conf.d/replica.cnf.pending /etc/mysql/conf.d/replica.cnf
+role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"
+if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  if ! [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ] && [ "$role" = replica ]; then
+    echo "mysqld: the datadir's first init did not finish; clearing it to initialise it again"
+    find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
+    touch /etc/mysql/conf.d/datadir-wiped
+    rm -f /etc/mysql/conf.d/readonly.cnf
   else
-    # Read-only only once the init phase has run (again): its own writes would be refused.
-    rm -f /etc/mysql/conf.d/replica.cnf
-    if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
-      echo "mysqld: the datadir's first init did not finish; clearing it to initialise it again"
-      find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
-      touch /etc/mysql/conf.d/datadir-wiped
-    fi
+    cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
   fi
+else
+  # An empty datadir is initialised by the image first; its last init script turns read-only on.
+  rm -f /etc/mysql/conf.d/readonly.cnf
 fi
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,
-		probe: `ordinal="${HOSTNAME##*-}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-if [ "$ordinal" -eq 0 ]; then
-  exec mysql -h 127.0.0.1 -u root -N -e 'SELECT 1' >/dev/null
+		probe: `role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"
+if [ "$role" = primary ]; then
+  read_only="$(mysql --defaults-extra-file=/run/mysql-operator/client.cnf -N -e 'SELECT @@global.read_only')" || exit 1
+  [ "$read_only" = 0 ] || { echo "labelled primary, still read-only"; exit 1; }
+  exit 0
 fi
-status="$(mysql -h 127.0.0.1 -u root -e 'SHOW REPLICA STATUS\G')" || exit 1
+status="$(mysql --defaults-extra-file=/run/mysql-operator/client.cnf -e 'SHOW REPLICA STATUS\G')" || exit 1
 for thread in IO SQL; do
   echo "$status" | grep -Eq "(Replica|Slave)_${thread}_Running: Yes" \
     || { echo "$thread thread not running"; exit 1; }
@@ -176,39 +254,53 @@ case "$REPLICATION_PASSWORD" in
     echo "replication: the credentials Secret's replication-password must be non-empty [A-Za-z0-9_-]" >&2
     exit 1 ;;
 esac
-ordinal="${HOSTNAME##*-}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-sql() { mysql -h 127.0.0.1 -u root -N "$@"; }
+sql() { mysql --defaults-extra-file=/run/mysql-operator/client.cnf -N "$@"; }
 pause() { sleep "$1" & wait $!; }
-until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
-if [ "$ordinal" -eq 0 ]; then
-  until sql -e "CREATE USER IF NOT EXISTS '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
-  echo "replication: account $REPLICATION_USER ready"
-  while :; do pause 3600; done
-fi
-# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
-# source any more: its start leaves a flag, looked for every 10 s.
+role() { sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true; }
+# Statements carrying a password go through the client's stdin (printf is the shell's own).
+account() {
+  printf "CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nALTER USER '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nGRANT REPLICATION SLAVE ON *.* TO '%s'@'%%';\n" "$REPLICATION_USER" "$REPLICATION_PASSWORD" "$REPLICATION_USER" \
+    "$REPLICATION_PASSWORD" "$REPLICATION_USER" | sql
+}
 point() {
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
   until status="$(sql -e 'SHOW REPLICA STATUS\G')"; do pause 5; done
   [ -z "$status" ] || return 1
-  until tls=1 \
-    && sql -e "CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST', SOURCE_PORT=3306, SOURCE_USER='$REPLICATION_USER', SOURCE_PASSWORD='$REPLICATION_PASSWORD', SOURCE_AUTO_POSITION=1, SOURCE_SSL=$tls, GET_SOURCE_PUBLIC_KEY=1; START REPLICA;"
-  do pause 5; done
-  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+  until printf "CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=3306, SOURCE_USER='%s', SOURCE_PASSWORD='%s', SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=2, SOURCE_SSL=1, SOURCE_SSL_CA='/run/mysql-operator/tls/ca.crt', SOURCE_SSL_VERIFY_SERVER_CERT=1; START REPLICA;\n" "$PRIMARY_HOST" "$REPLICATION_USER" "$REPLICATION_PASSWORD" | sql; do pause 5; done
+  echo "replication: replicating from $PRIMARY_HOST (TLS, server certificate verified)"
 }
-point || echo "replication: already configured; left as it is"
+read_only() { sql -e 'SELECT @@global.read_only'; }
+until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
+was=none
 while :; do
-  pause 10
-  if [ -e /etc/mysql/conf.d/datadir-wiped ]; then
-    echo "replication: the server's start wiped the datadir; pointing it again"
-    point || echo "replication: already configured; left as it is"
-    rm -f /etc/mysql/conf.d/datadir-wiped
+  now="$(role)"
+  if [ "$now" = primary ]; then
+    if status="$(sql -e 'SHOW REPLICA STATUS\G')" && [ -z "$status" ]; then
+      [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_source_enabled=ON' || :
+      if [ "$(read_only)" != 0 ] && sql -e 'SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF'; then
+        echo "replication: writable: this pod is labelled primary"
+      fi
+      if [ -z "${account_ready:-}" ] && account; then
+        account_ready=1
+        echo "replication: account $REPLICATION_USER ready"
+      fi
+    elif [ -n "${status:-}" ] && [ "$was" != primary ]; then
+      echo "replication: labelled primary but still replicating: waiting for the operator's promotion"
+    fi
+  else
+    if [ "$(read_only)" != 1 ] && sql -e 'SET GLOBAL super_read_only=ON'; then
+      echo "replication: read-only: this pod is not labelled primary"
+    fi
+    [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_source_enabled=OFF' || :
+    # Pointed when it becomes a replica (new, or the primary it was), and after its datadir was wiped.
+    if [ "$now" = replica ] && { [ "$was" != replica ] || [ -e /etc/mysql/conf.d/datadir-wiped ]; }; then
+      point || echo "replication: already configured; left as it is"
+      rm -f /etc/mysql/conf.d/datadir-wiped
+    fi
   fi
+  was="${now:-none}"
+  pause 3
 done
 `,
 	},

@@ -14,6 +14,7 @@ v1 by `cli.storage_migration`.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -32,11 +33,14 @@ SHORT_NAMES = ["mysql"]
 
 FINALIZER = f"{GROUP}/final-backup"
 SKIP_FINAL_BACKUP_ANNOTATION = f"{GROUP}/skip-final-backup"
+SWITCHOVER_ANNOTATION = f"{GROUP}/switchover-to"
+"""On the cluster: the pod (or ordinal) to make the primary by a planned switchover; removed once done."""
 RETAINED_ANNOTATION = f"{GROUP}/retained"
 """On the credentials Secret: kept after the cluster is deleted (like its data), reused on re-create."""
 FIELD_MANAGER = "mysql-operator"
 """Our server-side apply field manager."""
 
+MAX_REPLICAS = 9
 MAX_NAME_LENGTH = 45
 """The longest child name is `<name>-backup`, a CronJob: its name may have 52 characters at most
 because Jobs it spawns append 11. 52 - len("-backup") = 45."""
@@ -58,6 +62,8 @@ DNS1035_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=64)]
 Phase = Literal["Pending", "Running", "Failed", "Terminating"]
+FailoverPhase = Literal["Fencing", "Promoting", "Repointing", "Completed"]
+FailoverReason = Literal["PrimaryLost", "Switchover"]
 FinalBackupPhase = Literal["Stopping", "Running", "Failed", "Succeeded", "Skipped"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -111,6 +117,28 @@ class Storage(_Model):
     """StorageClass of the data and backup volumes; unset means the cluster's default class."""
 
 
+DEFAULT_FAILOVER_AFTER_SECONDS = 30
+
+
+class Failover(_Model):
+    """Replacing a primary that is lost: promote the replica that received the most."""
+
+    enabled: bool = True
+    """Fail over automatically. Off: a lost primary is only reported (Degraded); a switchover still works."""
+    after_seconds: int = Field(default=DEFAULT_FAILOVER_AFTER_SECONDS, ge=5, le=3600, alias="afterSeconds")
+    """Seconds the primary must stay lost (pod gone or unready, or every replica cut off from it) before
+    a replica is promoted. A primary whose data volume was replaced is replaced at once."""
+
+
+class Replication(_Model):
+    """How replicas follow the primary."""
+
+    semi_sync: bool = Field(default=False, alias="semiSync")
+    """Semi-synchronous replication: a commit returns only once a replica has received it, so a
+    failover loses no acknowledged write while a replica is connected (after 10 s without one the
+    primary falls back to asynchronous). MariaDB has it built in; MySQL needs 8.0.26 or newer."""
+
+
 class Restore(_Model):
     """Start the cluster from another cluster's final backup instead of an empty datadir."""
 
@@ -157,9 +185,10 @@ class MySQLClusterSpec(_Model):
         json_schema_extra={"x-kubernetes-validations": [_version_rule(), _RESTORE_FIXED_RULE]}
     )
 
-    replicas: int = Field(ge=1, le=9)
-    """Number of MySQL pods. Pod 0 is the primary (Service `<name>-primary`); the others replicate
-    from it (GTID auto-position) and are read-only."""
+    replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    """Number of database pods. One is the primary (label `db.example.com/role=primary`, selected by the
+    Service `<name>-primary`; pod 0 at creation); the others replicate from it (GTID auto-position,
+    TLS) and are read-only."""
     engine: EngineName = Field(
         default="mysql",
         json_schema_extra={
@@ -192,12 +221,24 @@ class MySQLClusterSpec(_Model):
         },
     )
     """Create the cluster from another cluster's final backup. Immutable: set at creation or never."""
+    failover: Failover = Field(default_factory=Failover)
+    """Automatic failover; on by default."""
+    replication: Replication = Field(default_factory=Replication)
+    """Replication settings; asynchronous by default."""
 
     @model_validator(mode="after")
     def _supported_version(self) -> MySQLClusterSpec:
         e = engine(self.engine)
         if self.version is not None and not e.supports(self.version):
             raise ValueError(f"spec.version {self.version!r}: {e.name} needs {e.supported}")
+        if (
+            self.replication.semi_sync
+            and self.engine == "mysql"
+            and re.match(r"^8\.0\.2[345]\b", self.image_tag)
+        ):
+            raise ValueError(
+                f"spec.replication.semiSync: mysql {self.image_tag} has the old plugin names; 8.0.26+"
+            )
         return self
 
     @property
@@ -221,6 +262,27 @@ class Condition(_Model):
     """CamelCase reason of the last transition."""
     message: str = Field(max_length=32768)
     """Human-readable details."""
+
+
+class FailoverStatus(_Model):
+    """The last failover or switchover: in progress until phase Completed (each step is idempotent, so
+    one interrupted is driven on by the next reconcile)."""
+
+    reason: FailoverReason
+    """PrimaryLost (automatic) or Switchover (asked for by the annotation)."""
+    phase: FailoverPhase
+    """Fencing the old primary, Promoting the new one, Repointing the other replicas, or Completed."""
+    from_: str = Field(alias="from", max_length=64)
+    """The pod that was primary."""
+    to: str = Field(max_length=64)
+    """The pod promoted."""
+    started_at: datetime = Field(alias="startedAt")
+    completed_at: datetime | None = Field(default=None, alias="completedAt")
+    message: str | None = Field(default=None, max_length=32768)
+    """Why, and what the new primary had (its GTID position)."""
+    position: str | None = Field(default=None, max_length=32768)
+    """A switchover's: the GTIDs the fenced primary had written, which the new one applies before it is
+    promoted."""
 
 
 class FinalBackupStatus(_Model):
@@ -253,7 +315,16 @@ class MySQLClusterStatus(_Model):
     ready_replicas: int | None = Field(default=None, ge=0, alias="readyReplicas")
     """MySQL pods passing their readiness probe."""
     primary_endpoint: str | None = Field(default=None, alias="primaryEndpoint")
-    """host:port of the primary (Service `<name>-primary`, which selects pod 0)."""
+    """host:port of the primary (Service `<name>-primary`, which selects the pod labelled primary)."""
+    primary: str | None = Field(default=None, max_length=64)
+    """The pod that is the primary (labelled `db.example.com/role=primary`)."""
+    primary_claim_uid: str | None = Field(default=None, alias="primaryClaimUID", max_length=64)
+    """The uid of the primary's data PersistentVolumeClaim when it became primary: a pod of that name on
+    another claim (a new, empty volume) is not served as primary."""
+    primary_lost_since: datetime | None = Field(default=None, alias="primaryLostSince")
+    """When the primary was first seen lost; a failover follows `spec.failover.afterSeconds` later."""
+    failover: FailoverStatus | None = None
+    """The last failover or switchover."""
     observed_generation: int | None = Field(default=None, ge=0, alias="observedGeneration")
     """metadata.generation this status was computed from."""
     conditions: list[Condition] | None = Field(

@@ -65,6 +65,17 @@ def _newest(seen: str | None, cached: Obj | None, written: Obj) -> tuple[Obj | N
     return written, False
 
 
+def _equalities(selector: str) -> dict[str, str] | None:
+    """`a=b,c=d` as a dict; None for anything else (set-based terms go to the apiserver)."""
+    terms: dict[str, str] = {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        key, sep, value = term.partition("=")
+        if not sep or value.startswith("=") or key.endswith("!") or not key:
+            return None
+        terms[key.strip()] = value.strip()
+    return terms
+
+
 def _rv(value: object) -> int | None:
     try:
         return int(str(value))
@@ -110,8 +121,24 @@ class CachedClient:
                 del self._written[(kind.endpoint, key)]
         return answer
 
-    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
-        return self.api.list(kind, namespace, label_selector)
+    def list(self, kind: Kind, namespace: str, label_selector: str, *, fresh: bool = False) -> list[Obj]:
+        """From the cache when an informer of the kind holds the namespace (its objects, our writes laid
+        over them as for `get`); else a LIST. `label_selector`: `key=value` terms joined by commas."""
+        informer = None if fresh else self._lookup(kind, namespace)
+        wanted = _equalities(label_selector)
+        if informer is None or not informer.has_synced() or wanted is None:
+            return self.api.list(kind, namespace, label_selector)
+        self.cache_reads += 1
+        found = []
+        for obj in informer.list():
+            meta = obj.get("metadata") or {}
+            if meta.get("namespace") != namespace:
+                continue
+            newest = self.get(kind, namespace, meta["name"])
+            labels = ((newest or {}).get("metadata") or {}).get("labels") or {}
+            if newest is not None and all(labels.get(k) == v for k, v in wanted.items()):
+                found.append(newest)
+        return found
 
     # -- writes: straight through, and remembered ---------------------------------------------
 

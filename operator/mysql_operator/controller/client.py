@@ -38,7 +38,9 @@ class ApiClient(Protocol):
         that has seen our own writes may answer."""
         ...
 
-    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]: ...
+    def list(self, kind: Kind, namespace: str, label_selector: str, *, fresh: bool = False) -> list[Obj]:
+        """Objects matching `label_selector`; `fresh=True` insists on a LIST from the apiserver."""
+        ...
 
     def create(self, kind: Kind, obj: Obj) -> Obj: ...
 
@@ -146,7 +148,7 @@ class KubeClient:
         raise_for_status(response)
         return response.json()
 
-    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
+    def list(self, kind: Kind, namespace: str, label_selector: str, *, fresh: bool = False) -> list[Obj]:
         response = self.api.get(
             **self._where(kind, namespace, None), params={"labelSelector": label_selector}
         )

@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -55,7 +55,7 @@ from .children.ownership import controller_of, labelled_ours
 from .children.problems import ChildBlocked, Problem
 from .client import CONFLICT, INVALID, NOT_FOUND, delete_exactly, error_code, namespace_terminating
 from .kinds import Job, MySQLCluster, PersistentVolume, PersistentVolumeClaim, Pod, StatefulSet
-from .status import compute_status, format_time
+from .status import compute_status, format_time, parse_time
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -124,13 +124,6 @@ def scaled_to_zero(sts: Obj) -> bool:
 def pod_grace(pod: Obj) -> int:
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     return int(grace) if grace is not None else DEFAULT_GRACE_SECONDS
-
-
-def parse_time(value: str | None) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -207,10 +200,11 @@ class FinalBackup:
 
     def _step(self, cluster: Obj, recorded: Obj) -> Step:
         meta = cluster["metadata"]
-        namespace, names = meta["namespace"], resources.Names(meta["name"])
-        if self.r.client.get(PersistentVolumeClaim, namespace, names.primary_data_pvc) is None:
+        namespace = meta["namespace"]
+        claim = resources.primary_data_claim(cluster)
+        if self.r.client.get(PersistentVolumeClaim, namespace, claim) is None:
             # No pod ever got a volume: there is nothing to save, and a Job would wait forever.
-            self.r.event(cluster, "Normal", "FinalBackupSkipped", f"no {names.primary_data_pvc} to back up")
+            self.r.event(cluster, "Normal", "FinalBackupSkipped", f"no {claim} to back up")
             return Step({**recorded, "phase": "Skipped", "message": "no data volume"})
         stopping = self._stop_database(cluster, recorded)
         if stopping is not None:
@@ -258,7 +252,9 @@ class FinalBackup:
             self.r.event(cluster, "Normal", "StoppingDatabase", message)
             return Step({**stopping, "message": message}, Result(requeue_after=POLL_SECONDS))
         selector = resources.database_selector(meta["name"])
-        pods = self.r.client.list(Pod, namespace, selector)
+        # Fresh: which pods are gone, and which already have a deletion under way, decides what is
+        # forced; a cache a moment behind would delete (and report) a pod twice.
+        pods = self.r.client.list(Pod, namespace, selector, fresh=True)
         if sts is not None and (not ours or orphaning):
             if not pods:
                 return None
@@ -441,7 +437,7 @@ class FinalBackup:
         archive's pod must run, and its backup volume should be made), or None when it has none."""
         meta = cluster["metadata"]
         pvc = self.r.client.get(
-            PersistentVolumeClaim, meta["namespace"], resources.Names(meta["name"]).primary_data_pvc
+            PersistentVolumeClaim, meta["namespace"], resources.primary_data_claim(cluster)
         )
         volume = ((pvc or {}).get("spec") or {}).get("volumeName")
         pv = self.r.client.get(PersistentVolume, None, volume) if volume else None

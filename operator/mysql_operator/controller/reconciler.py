@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ..api.schedule import valid_schedule
 from ..api.v1 import FINALIZER, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
+from ..database.engines import engine
 from ..runtime.types import Key, Result, split_key
 from . import versions
 from .children import resources
@@ -31,6 +32,8 @@ from .client import ApiClient, KubeClient
 from .events import EventRecorder
 from .finalizer import FinalBackup
 from .kinds import CronJob, MySQLCluster, PersistentVolumeClaim, Pod, Secret, Service, StatefulSet
+from .members import Executor
+from .roles import Roles
 from .status import compute_status
 from .writer import ClusterGoing, Writer
 
@@ -63,12 +66,15 @@ class MySQLClusterReconciler:
         *,
         recorder: EventRecorder | None = None,
         now: Callable[[], datetime] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.client: ApiClient = KubeClient(api) if isinstance(api, pykube.HTTPClient) else api
         self.recorder = recorder
         self.now = now or (lambda: datetime.now(UTC))
         self.writer = Writer(self.client, recorder, self.now)
         self.final_backup = FinalBackup(self.writer)
+        self.roles = Roles(self.writer, executor)
+        """Labels the primary and moves it (failover, switchover); `executor` reaches the pods."""
 
     def reconcile(self, key: Key) -> Result:
         namespace, name = split_key(key)
@@ -112,7 +118,10 @@ class MySQLClusterReconciler:
         if spec.restore is not None and not (cluster.get("status") or {}).get("restoredFrom"):
             restored_now, restore_problems = self._restore_progress(cluster, spec, sts)
             problems += restore_problems
-        status = compute_status(cluster, sts, problems, now=self.now())
+        roles = self.roles.reconcile(cluster, spec, engine(choice.engine)) if sts is not None else None
+        if roles is not None:
+            cluster, problems = roles.cluster, [*problems, *roles.problems]
+        status = compute_status(cluster, sts, problems, now=self.now(), roles=roles.roles if roles else None)
         if restored_now and spec.restore is not None:
             status["restoredFrom"] = spec.restore.from_cluster
         self.writer.write_status(cluster, status)
@@ -123,11 +132,12 @@ class MySQLClusterReconciler:
                 f"(PersistentVolumeClaim {source.source_backup_pvc})"
             )
             self.writer.event(cluster, "Normal", "Restored", message)
-        if problems:
-            return Result(requeue_after=BLOCKED_RETRY_SECONDS)
+        waits = [BLOCKED_RETRY_SECONDS] if problems else []
         if spec.restore is not None and "restoredFrom" not in status:
-            return Result(requeue_after=RESTORE_POLL_SECONDS)
-        return Result()
+            waits.append(RESTORE_POLL_SECONDS)
+        if roles is not None and roles.requeue_after is not None:
+            waits.append(roles.requeue_after)
+        return Result(requeue_after=min(waits)) if waits else Result()
 
     # -- spec we cannot act on ---------------------------------------------------------------
 
@@ -162,7 +172,7 @@ class MySQLClusterReconciler:
             self._ensure_replication_key(cluster)
         self.writer.ensure_step(Service, cluster, resources.headless_service, problems)
         self.writer.ensure_step(Service, cluster, resources.primary_service, problems)
-        if secret_ok:
+        if secret_ok and self._ensure_tls(cluster, problems):
             # Never start pods on a Secret that is not ours: its author would know the root password.
             desired_sts = resources.statefulset(cluster)
             sts = self.writer.ensure_step(StatefulSet, cluster, lambda _: desired_sts, problems)
@@ -179,6 +189,15 @@ class MySQLClusterReconciler:
             meta = cluster["metadata"]
             sts = self.client.get(StatefulSet, meta["namespace"], resources.Names(meta["name"]).statefulset)
         return problems, sts
+
+    def _ensure_tls(self, cluster: Obj, problems: list[Problem]) -> bool:
+        """The replication TLS Secret, made (keys and all) only when the cache has none: it is never
+        rewritten, and making keys on every pass would cost for nothing."""
+        meta = cluster["metadata"]
+        if self.client.get(Secret, meta["namespace"], resources.Names(meta["name"]).tls_secret) is not None:
+            return True
+        build = lambda c: resources.tls_secret(c, self.now())  # noqa: E731
+        return self.writer.ensure_step(Secret, cluster, build, problems) is not None
 
     def _ensure_replication_key(self, cluster: Obj) -> None:
         """A Secret made before the replication account existed gets its password added (the pods'
@@ -232,7 +251,7 @@ class MySQLClusterReconciler:
             return False, [Problem(RESTORE_SOURCE_MISSING, message, fatal=False)]
         selector = resources.database_selector(meta["name"])
         for pod in self.client.list(Pod, namespace, selector):
-            if pod["metadata"]["name"] != resources.Names(meta["name"]).primary_pod:
+            if pod["metadata"]["name"] != resources.Names(meta["name"]).first_pod:
                 continue
             for init in (pod.get("status") or {}).get("initContainerStatuses") or []:
                 if init.get("name") != "restore":

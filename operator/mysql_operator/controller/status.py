@@ -21,11 +21,21 @@ READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
+ROLE_FIELDS = ("primary", "primaryClaimUID", "primaryLostSince", "failover")
+"""Status fields that record the database's roles (`roles`): kept by every status write."""
 
 
 def format_time(when: datetime) -> str:
     """metav1.Time: RFC 3339 in UTC, whole seconds."""
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """A metav1.Time as written by `format_time` (or any RFC 3339); None for none or garbage."""
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
 
 
 def statefulset_converged(sts: Obj | None, replicas: int | None) -> bool:
@@ -47,6 +57,7 @@ def compute_status(
     deleting: bool = False,
     now: datetime | None = None,
     final_backup: Obj | None = None,
+    roles: Obj | None = None,
 ) -> Obj:
     """The status the cluster should have, given its StatefulSet (None: not there) and problems.
 
@@ -125,6 +136,10 @@ def compute_status(
     restored = (cluster.get("status") or {}).get("restoredFrom")
     if restored:  # a record, like finalBackup: kept by every later status write
         status["restoredFrom"] = restored
+    for key in ROLE_FIELDS:  # records too: who is primary, since when lost, the last failover
+        value = (roles or {}).get(key, (cluster.get("status") or {}).get(key))
+        if value is not None:
+            status[key] = value
     return status
 
 

@@ -19,7 +19,8 @@ from .cache import CachedClient
 from .children.resources import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from .client import KubeClient
 from .events import EventRecorder
-from .kinds import CronJob, MySQLCluster, Secret, Service, StatefulSet
+from .kinds import CronJob, MySQLCluster, PersistentVolumeClaim, Pod, Secret, Service, StatefulSet
+from .members import PodExecutor
 from .reconciler import MySQLClusterReconciler
 
 CONTROLLER_NAME = "mysqlcluster"
@@ -62,8 +63,9 @@ def build_manager(
     )
     manager = Manager(api_factory, options)
     ours = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-    for kind in (StatefulSet, Service, CronJob):
-        # Only our children: a foreign object of a child's name is found by the create's 409.
+    for kind in (StatefulSet, Service, CronJob, Pod, PersistentVolumeClaim):
+        # Only our children: a foreign object of a child's name is found by the create's 409. Pods and
+        # claims (the StatefulSet's) carry our labels too: read for the roles, never listed anew.
         manager.configure_informer(kind, label_selector=ours)
     # Existence and labels are all we read of the credentials Secret (created once, never diffed);
     # its data never enters this process's caches.
@@ -74,7 +76,8 @@ def build_manager(
     # Events leave on the recorder's own thread, never on a reconcile's; it runs leader or not.
     manager.add_runnable(recorder)
     client = CachedClient(KubeClient(manager.new_client()), manager.informer)
-    reconciler = MySQLClusterReconciler(client, recorder=recorder)
+    # Exec (failover, switchover) through clients of its own: a stream holds its connection for a while.
+    reconciler = MySQLClusterReconciler(client, recorder=recorder, executor=PodExecutor(manager.new_client))
     # The final-backup Job is not owned (it outlives the CR), so it is not watched: the reconciler
     # polls it with requeue_after while it runs. The Secret has no ownerReference (it is retained):
     # its events map to the cluster by label.
@@ -83,6 +86,9 @@ def build_manager(
         .for_(MySQLCluster)
         .owns(StatefulSet, Service, CronJob)
         .watches(Secret, cluster_of)
+        # A pod's readiness or a claim's replacement is news for the roles (who is primary).
+        .watches(Pod, cluster_of)
+        .watches(PersistentVolumeClaim, cluster_of)
     )
     manager.add(controller)
     return manager

@@ -194,6 +194,16 @@ class Writer:
             self.event(cluster, "Warning", degraded["reason"], degraded["message"])
         return updated
 
+    def record(self, cluster: Obj, fields: Obj) -> Obj:
+        """Merge-patch only `fields` into /status (None removes one), conditional on the resourceVersion
+        read: a step's record, stored before the step's effects are relied on (a 409 requeues, and the
+        step is taken again from what the apiserver holds). Returns the updated cluster."""
+        meta = cluster["metadata"]
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": fields}
+        return self.client.patch_merge(
+            MySQLCluster, meta["namespace"], meta["name"], body, subresource="status"
+        )
+
     def event(self, obj: Obj, type_: EventType, reason: str, message: str) -> None:
         if self.recorder is not None:
             self.recorder.event(obj, type_, reason, message)

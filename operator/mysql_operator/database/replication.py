@@ -1,127 +1,178 @@
-"""The database pod: pod 0 is the primary, every other ordinal a read-only replica of it.
+"""The database pod's scripts: one primary, chosen by the operator's label, and read-only replicas of it.
 
-`replicas: N` must not mean N unrelated databases behind one Service, so each pod is configured from
-its ordinal (the StatefulSet gives every pod the same template). What must hold whatever happened
-before — a killed init, a restart, a lost pod — is set on every start, never once:
+Which pod is the primary is not its ordinal but its label `db.example.com/role` (`primary` or `replica`),
+set by the operator and read by the pod through a downward API file: a failover or a switchover moves
+the label, and the Service `<name>-primary` (which selects it) with it. What must hold whatever happened
+before — a killed init, a restart, a lost pod, a moved label — is settled on every start, never once:
 
-* `configure` (init container) writes the server's my.cnf: `server-id = 100 + ordinal`, GTIDs and,
-  on a replica, `read_only` (and MySQL's `super_read_only`), made active by the server's start.
-* The server container's command (`start_script`) runs before the image's entrypoint on every start
-  of the container, also when the kubelet restarts a crashed server without rerunning init
-  containers. On a replica: a datadir whose one-time init ran to its end (the marker of the image's
-  init phase) gets `read_only` at once, so the real server is read-only from its first start on,
-  whether or not replication was ever set up (the init phase, networking off, runs without it: its
-  own writes would fail); a datadir whose init was interrupted (no marker) is wiped to be
-  initialised again: its data comes from the primary anyway, and a half-initialised datadir would
-  otherwise come back without the root password, writable, unusable and never replicating. The
-  primary's datadir is never wiped.
-* `replication` (sidecar) waits for the local server, then on pod 0 ensures the replication account
-  (REPLICATION SLAVE only, its own password), and on a replica that has no source points it at
-  pod 0 with GTID auto-position (TLS when the primary has it) and starts it — at its start, and
-  again when the server's start wiped the datadir (`WIPED_FLAG`). It never restarts a replication
-  someone stopped and, while the pod runs, never re-adds a source someone removed: such a replica is
-  unready, for a human to look at.
-* Readiness is what clients rely on: the server answers an authenticated query (`mysqladmin ping`
-  exits 0 even on "Access denied"), and a replica's IO and SQL threads both run.
+* `configure` (init container) writes the server's my.cnf (`server-id = 100 + ordinal`, GTIDs, the
+  TLS files, semi-sync when asked) and the clients' option file (root's password, 0600, on a memory
+  volume: no password is ever an argument of a process). **Every server starts read-only** once its
+  datadir is initialised (not during the image's init phase, whose own writes would be refused).
+* The server container's command (`start_script`) runs before the image's entrypoint on every start.
+  A datadir whose one-time init was cut short (no marker from its last init script) is wiped to be
+  initialised again, but only on a pod labelled replica: its data comes from the primary anyway, and a
+  half-initialised datadir would otherwise come back without the root password, unusable.
+* `replication` (sidecar) follows the label every `RECHECK_SECONDS`: labelled primary and replicating
+  from nobody (the operator's promotion ended that), it turns semi-sync on when asked, makes the server
+  writable and ensures the replication account (REPLICATION SLAVE only, TLS required); anything else
+  — a replica, or a pod not labelled yet — is read-only, and a replica that has no source (new, wiped,
+  or the primary it was until now) is pointed at the primary Service with GTID auto-position over TLS
+  verified against the cluster's CA. It never restarts a replication someone stopped and never re-adds
+  a source someone removed while the pod keeps its role: such a replica is unready, for a human to see.
+* Readiness is what clients rely on: the primary answers and is writable; a replica's IO and SQL
+  threads both run.
 
-Limits, on purpose for a reference operator: a new replica replays the primary's binlog from the
-start (fine while the primary keeps all of it; a large or old primary needs a clone or a restored
-backup), and there is no failover: if pod 0's volume is lost, promoting a replica is a human decision.
+The operator's own steps — reading GTID positions, fencing, promoting — run through `kubectl exec`-style
+calls into the sidecar (`database.actions`); the sidecar never promotes anything by itself.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from .engines import Engine
-
-Obj = dict[str, Any]
 
 SERVER_ID_BASE = 100
 """server-id 0 refuses replication and 1 is many tools' default: start well clear of both."""
 CONF_DIR = "/etc/mysql/conf.d"
 INITDB_DIR = "/docker-entrypoint-initdb.d"
+RUN_DIR = "/run/mysql-operator"
+"""A memory-backed emptyDir: the clients' option file and the TLS files the server reads."""
+PODINFO_DIR = "/etc/podinfo"
+"""The downward API's view of the pod's labels (`labels`), refreshed by the kubelet when they change."""
+TLS_SOURCE_DIR = "/etc/mysql-operator/tls"
+"""The cluster's TLS Secret, mounted into `configure` only (which copies it for the server's user)."""
+ROLE_LABEL = "db.example.com/role"
+PRIMARY, REPLICA = "primary", "replica"
 INITIALISED_MARKER = "mysql-operator-initialised"
 """Written into the datadir by the last init script: the image's one-time init ran to its end.
 A plain file in the datadir's root is no schema to the server."""
 LEGACY_INITIALISED = "mysqld-auto.cnf"
 """What earlier replica inits wrote last (SET PERSIST): a datadir with it finished its init too."""
-RECHECK_SECONDS = 10
-"""How often a replica's sidecar looks for `WIPED_FLAG`."""
+RECHECK_SECONDS = 3
+"""How often the sidecar looks at its role label and its server."""
 WIPED_FLAG = "datadir-wiped"
 """Left in the conf volume by the server's start when it wiped a replica's datadir: the sidecar points
-the new datadir at pod 0 and removes it. Only this re-points: a source a human removed (RESET REPLICA
-ALL, the first step of a rebuild or a promotion) is left removed."""
+the new datadir at the primary and removes it."""
 ENTRYPOINT = "docker-entrypoint.sh"
 """The official images' entrypoint (on PATH), which the server container's command hands over to."""
 REPLICATION_USER = "repl"
-SIDECAR_RESOURCES = {"cpu": "20m", "memory": "32Mi"}
-TERMINATION_GRACE_SECONDS = 120
-"""mysqld shuts down cleanly on SIGTERM; the default 30 s can SIGKILL it mid-flush, and the final
-backup relies on a cleanly stopped datadir (MyISAM tables and DDL are not crash-safe)."""
+
+
+def client_cnf(run_dir: str = RUN_DIR) -> str:
+    return f"{run_dir}/client.cnf"
+
+
+def tls_dir(run_dir: str = RUN_DIR) -> str:
+    return f"{run_dir}/tls"
+
+
+def _role(podinfo_dir: str) -> str:
+    """Shell: the pod's role label's value, empty when it has none (yet)."""
+    key = ROLE_LABEL.replace(".", "\\.").replace("/", "\\/")
+    return f"sed -n 's/^{key}=\"\\(.*\\)\"$/\\1/p' {podinfo_dir}/labels 2>/dev/null || true"
 
 
 def configure_script(
-    engine: Engine, data_dir: str, *, conf_dir: str = CONF_DIR, initdb_dir: str = INITDB_DIR
+    engine: Engine,
+    data_dir: str,
+    *,
+    conf_dir: str = CONF_DIR,
+    initdb_dir: str = INITDB_DIR,
+    run_dir: str = RUN_DIR,
+    tls_source_dir: str = TLS_SOURCE_DIR,
 ) -> str:
     """The `configure` init container's script. The directories are the pod's mount paths; they are
     parameters so the script can run outside a pod too (tests run it in a temporary directory)."""
     config = "\n".join(engine.gtid_config)
-    replica = "\\n".join(engine.replica_config)
-    pending, active = f"{conf_dir}/replica.cnf.pending", f"{conf_dir}/replica.cnf"  # only *.cnf is read
+    semi_sync = "\n".join(engine.semi_sync_config)
+    read_only = "\\n".join(engine.read_only_config)
+    pending, active = f"{conf_dir}/readonly.cnf.pending", f"{conf_dir}/readonly.cnf"  # only *.cnf is read
+    tls = tls_dir(run_dir)
     return f"""set -eu
 ordinal="${{HOSTNAME##*-}}"
+umask 022
 {{
   echo '[mysqld]'
   echo "server-id=$(({SERVER_ID_BASE} + ordinal))"
   cat <<'EOF'
 {config}
+ssl-ca={tls}/ca.crt
+ssl-cert={tls}/tls.crt
+ssl-key={tls}/tls.key
 EOF
+  if [ "${{SEMI_SYNC:-off}}" = on ]; then
+    cat <<'EOF'
+{semi_sync}
+EOF
+  fi
 }} > {conf_dir}/server.cnf
-# The last init script: marks the one-time init done and makes a replica read-only from the real
-# server's first start on (not before: the init phase's own writes, e.g. the root password, would fail).
+# Read-only from the real server's first start on, whatever the ordinal: only a promotion makes a
+# server writable. Not during the init phase: its own writes (the root password) would be refused.
+printf '[mysqld]\\n{read_only}\\n' > {pending}
 cat > {initdb_dir}/zz-initialised.sh <<'EOF'
 touch {data_dir}/{INITIALISED_MARKER}
-if [ -e {pending} ]; then cp {pending} {active}; fi
+cp {pending} {active}
 EOF
-if [ "$ordinal" -gt 0 ]; then
-  printf '[mysqld]\\n{replica}\\n' > {pending}
+# The server reads its key as its own user; certificates are public.
+mkdir -p -m 755 {tls}
+cp {tls_source_dir}/ca.crt {tls_source_dir}/tls.crt {tls_source_dir}/tls.key {tls}/
+chmod 644 {tls}/ca.crt {tls}/tls.crt
+chmod 600 {tls}/tls.key
+if id mysql >/dev/null 2>&1; then chown mysql {tls}/tls.key; fi
+# The clients' login: an option file only root reads; a password is never an argument of a process.
+case "$MYSQL_ROOT_PASSWORD" in
+  '' | *'"'* | *'\\'*)
+    echo "configure: the root password must be non-empty, without \\" or \\\\" >&2
+    exit 1 ;;
+esac
+if [ "$(printf '%s' "$MYSQL_ROOT_PASSWORD" | wc -l)" -ne 0 ]; then
+  echo "configure: the root password must be one line" >&2
+  exit 1
 fi
+umask 077
+printf '[client]\\nuser=root\\npassword="%s"\\nhost=127.0.0.1\\n' "$MYSQL_ROOT_PASSWORD" \\
+  > {client_cnf(run_dir)}
 """
 
 
-def start_script(engine: Engine, data_dir: str, *, conf_dir: str = CONF_DIR) -> str:
-    """The server container's command: `sh -c <this> sh <server>`. It settles a replica's datadir on
-    every start of the container, then hands over to the image's entrypoint with the server's name."""
-    pending, active = f"{conf_dir}/replica.cnf.pending", f"{conf_dir}/replica.cnf"
+def start_script(
+    engine: Engine, data_dir: str, *, conf_dir: str = CONF_DIR, podinfo_dir: str = PODINFO_DIR
+) -> str:
+    """The server container's command: `sh -c <this> sh <server>`. It settles the datadir on every start
+    of the container, then hands over to the image's entrypoint with the server's name."""
+    pending, active = f"{conf_dir}/readonly.cnf.pending", f"{conf_dir}/readonly.cnf"
     initialised = f"[ -e {data_dir}/{INITIALISED_MARKER} ] || [ -e {data_dir}/{LEGACY_INITIALISED} ]"
     return f"""set -eu
-if [ -e {pending} ]; then
-  if {initialised}; then
-    cp {pending} {active}
-  else
-    # Read-only only once the init phase has run (again): its own writes would be refused.
+role="$({_role(podinfo_dir)})"
+if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
+  if ! {initialised} && [ "$role" = {REPLICA} ]; then
+    echo "{engine.server}: the datadir's first init did not finish; clearing it to initialise it again"
+    find {data_dir} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
+    touch {conf_dir}/{WIPED_FLAG}
     rm -f {active}
-    if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
-      echo "{engine.server}: the datadir's first init did not finish; clearing it to initialise it again"
-      find {data_dir} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
-      touch {conf_dir}/{WIPED_FLAG}
-    fi
+  else
+    cp {pending} {active}
   fi
+else
+  # An empty datadir is initialised by the image first; its last init script turns read-only on.
+  rm -f {active}
 fi
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v {ENTRYPOINT} || echo /{ENTRYPOINT})" "$@"
 """
 
 
-def probe_script(engine: Engine) -> str:
-    """Exit 0 when the server answers an authenticated query and, on a replica, replicates."""
-    return f"""ordinal="${{HOSTNAME##*-}}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-if [ "$ordinal" -eq 0 ]; then
-  exec {engine.client} -h 127.0.0.1 -u root -N -e 'SELECT 1' >/dev/null
+def probe_script(engine: Engine, *, run_dir: str = RUN_DIR, podinfo_dir: str = PODINFO_DIR) -> str:
+    """Exit 0 when the server answers an authenticated query and, labelled primary, is writable, or,
+    otherwise, replicates."""
+    login = f"--defaults-extra-file={client_cnf(run_dir)}"
+    return f"""role="$({_role(podinfo_dir)})"
+if [ "$role" = {PRIMARY} ]; then
+  read_only="$({engine.client} {login} -N -e 'SELECT @@global.read_only')" || exit 1
+  [ "$read_only" = 0 ] || {{ echo "labelled primary, still read-only"; exit 1; }}
+  exit 0
 fi
-status="$({engine.client} -h 127.0.0.1 -u root -e '{engine.status_statement}')" || exit 1
+status="$({engine.client} {login} -e '{engine.status_statement}')" || exit 1
 for thread in IO SQL; do
   echo "$status" | grep -Eq "(Replica|Slave)_${{thread}}_Running: Yes" \\
     || {{ echo "$thread thread not running"; exit 1; }}
@@ -129,19 +180,17 @@ done
 """
 
 
-def replication_script(engine: Engine, *, conf_dir: str = CONF_DIR) -> str:
-    """The sidecar: idempotent set-up, then idle (exits at once on SIGTERM), pointing a replica again
-    whenever its server's start wiped the datadir."""
-    if engine.name == "mariadb":  # TLS when the primary has it (MariaDB ships without certificates)
-        # Only an answer decides: until the primary's sidecar has made the account, the query fails,
-        # and that is no reason to replicate in clear for good.
-        tls = (
-            f'ssl="$(MYSQL_PWD="$REPLICATION_PASSWORD" {engine.client} -h "$PRIMARY_HOST" '
-            '-u "$REPLICATION_USER" -N -e \'SELECT @@have_ssl\' 2>/dev/null)" \\\n'
-            '      && if [ "$ssl" = YES ]; then tls=1; else tls=0; fi'
-        )
-    else:  # MySQL generates its certificates at init
-        tls = "tls=1"
+def replication_script(
+    engine: Engine, *, conf_dir: str = CONF_DIR, run_dir: str = RUN_DIR, podinfo_dir: str = PODINFO_DIR
+) -> str:
+    """The sidecar: waits for the local server, then follows the role label (see the module docstring)."""
+    login = f"--defaults-extra-file={client_cnf(run_dir)}"
+    point = engine.point_replica_format(f"{tls_dir(run_dir)}/ca.crt")
+    account = (
+        "CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\\n"
+        "ALTER USER '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\\n"
+        "GRANT REPLICATION SLAVE ON *.* TO '%s'@'%%';\\n"
+    )
     return f"""set -u
 trap 'exit 0' TERM INT
 # The password goes into SQL string literals: only what needs no quoting (generated ones are so).
@@ -150,101 +199,52 @@ case "$REPLICATION_PASSWORD" in
     echo "replication: the credentials Secret's replication-password must be non-empty [A-Za-z0-9_-]" >&2
     exit 1 ;;
 esac
-ordinal="${{HOSTNAME##*-}}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-sql() {{ {engine.client} -h 127.0.0.1 -u root -N "$@"; }}
+sql() {{ {engine.client} {login} -N "$@"; }}
 pause() {{ sleep "$1" & wait $!; }}
-until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
-if [ "$ordinal" -eq 0 ]; then
-  until sql -e "CREATE USER IF NOT EXISTS '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
-  echo "replication: account $REPLICATION_USER ready"
-  while :; do pause 3600; done
-fi
-# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
-# source any more: its start leaves a flag, looked for every {RECHECK_SECONDS} s.
+role() {{ {_role(podinfo_dir)}; }}
+# Statements carrying a password go through the client's stdin (printf is the shell's own).
+account() {{
+  printf "{account}" "$REPLICATION_USER" "$REPLICATION_PASSWORD" "$REPLICATION_USER" \\
+    "$REPLICATION_PASSWORD" "$REPLICATION_USER" | sql
+}}
 point() {{
   # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
   # replication someone stopped.
   until status="$(sql -e '{engine.status_statement}')"; do pause 5; done
   [ -z "$status" ] || return 1
-  until {tls} \\
-    && sql -e "{engine.point_replica_sql()}"
-  do pause 5; done
-  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
+  until printf "{point}" "$PRIMARY_HOST" "$REPLICATION_USER" "$REPLICATION_PASSWORD" | sql; do pause 5; done
+  echo "replication: replicating from $PRIMARY_HOST (TLS, server certificate verified)"
 }}
-point || echo "replication: already configured; left as it is"
+read_only() {{ sql -e 'SELECT @@global.read_only'; }}
+until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
+was=none
 while :; do
-  pause {RECHECK_SECONDS}
-  if [ -e {conf_dir}/{WIPED_FLAG} ]; then
-    echo "replication: the server's start wiped the datadir; pointing it again"
-    point || echo "replication: already configured; left as it is"
-    rm -f {conf_dir}/{WIPED_FLAG}
+  now="$(role)"
+  if [ "$now" = {PRIMARY} ]; then
+    if status="$(sql -e '{engine.status_statement}')" && [ -z "$status" ]; then
+      [ "${{SEMI_SYNC:-off}}" != on ] || sql -e 'SET GLOBAL {engine.semi_sync_primary}=ON' || :
+      if [ "$(read_only)" != 0 ] && sql -e '{engine.writable_sql}'; then
+        echo "replication: writable: this pod is labelled primary"
+      fi
+      if [ -z "${{account_ready:-}}" ] && account; then
+        account_ready=1
+        echo "replication: account $REPLICATION_USER ready"
+      fi
+    elif [ -n "${{status:-}}" ] && [ "$was" != {PRIMARY} ]; then
+      echo "replication: labelled primary but still replicating: waiting for the operator's promotion"
+    fi
+  else
+    if [ "$(read_only)" != 1 ] && sql -e '{engine.read_only_sql}'; then
+      echo "replication: read-only: this pod is not labelled primary"
+    fi
+    [ "${{SEMI_SYNC:-off}}" != on ] || sql -e 'SET GLOBAL {engine.semi_sync_primary}=OFF' || :
+    # Pointed when it becomes a replica (new, or the primary it was), and after its datadir was wiped.
+    if [ "$now" = {REPLICA} ] && {{ [ "$was" != {REPLICA} ] || [ -e {conf_dir}/{WIPED_FLAG} ]; }}; then
+      point || echo "replication: already configured; left as it is"
+      rm -f {conf_dir}/{WIPED_FLAG}
+    fi
   fi
+  was="${{now:-none}}"
+  pause {RECHECK_SECONDS}
 done
 """
-
-
-def mysql_pod_spec(
-    *,
-    engine: Engine,
-    image: str,
-    password_env: Obj,
-    replication_password_env: Obj,
-    primary_host: str,
-    resources: Obj,
-    data_volume: str,
-    data_dir: str,
-    port: int,
-    first_init: tuple[Obj, ...] = (),
-    volumes: tuple[Obj, ...] = (),
-) -> Obj:
-    """The pod template's spec: a `configure` init container, the server, the `replication` sidecar.
-    `first_init` runs before `configure` (a restore fills the datadir first); `volumes` are theirs."""
-    generated = [{"name": "conf", "mountPath": CONF_DIR}, {"name": "initdb", "mountPath": INITDB_DIR}]
-    data = {"name": data_volume, "mountPath": data_dir}
-    configure = {
-        "name": "configure",
-        "image": image,  # has sh; one image to pull per node
-        "command": ["sh", "-c", configure_script(engine, data_dir)],
-        "volumeMounts": [*generated, data],
-    }
-    server = {
-        "name": "mysql",
-        "image": image,
-        "command": ["sh", "-c", start_script(engine, data_dir), "sh", engine.server],
-        "ports": [{"name": "mysql", "containerPort": port}],
-        "env": [password_env, {"name": "PRIMARY_HOST", "value": primary_host}],
-        "resources": resources,
-        # TCP on 127.0.0.1 answers only once the real server is up: the image's init phase runs a
-        # temporary server with networking off.
-        "readinessProbe": {
-            "exec": {"command": ["sh", "-c", probe_script(engine)]},
-            "initialDelaySeconds": 5,
-            "periodSeconds": 10,
-            "timeoutSeconds": 5,
-        },
-        "volumeMounts": [data, *generated],
-    }
-    sidecar = {
-        "name": "replication",
-        "image": image,
-        "command": ["sh", "-c", replication_script(engine)],
-        "volumeMounts": [{"name": "conf", "mountPath": CONF_DIR}],  # for WIPED_FLAG
-        "env": [
-            password_env,
-            replication_password_env,
-            {"name": "REPLICATION_USER", "value": REPLICATION_USER},
-            {"name": "PRIMARY_HOST", "value": primary_host},
-        ],
-        # Requests equal limits, as the server's: the sidecar never makes the pod less than Guaranteed.
-        "resources": {"requests": SIDECAR_RESOURCES, "limits": SIDECAR_RESOURCES},
-    }
-    return {
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "initContainers": [*first_init, configure],
-        "containers": [server, sidecar],
-        "volumes": [{"name": "conf", "emptyDir": {}}, {"name": "initdb", "emptyDir": {}}, *volumes],
-    }

@@ -92,15 +92,28 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission(
         "",
         "pods",
-        ("list", "delete"),
-        "final backup waits until no database pod is left; deletes pods that outstay their grace",
+        ("get", "list", "watch", "patch", "delete"),
+        "informer (roles: readiness, the primary); patch: the role label that moves the primary "
+        "Service; delete: final backup stops pods that outstay their grace",
     ),
-    Permission("", "persistentvolumeclaims", ("get", "create"), "backup PVC; data PVC existence check"),
+    Permission(
+        "",
+        "pods/exec",
+        ("create", "get"),
+        "failover and switchover: GTID positions, fencing, promotion (create; get for the WebSocket "
+        "upgrade where the apiserver still authorizes it so)",
+    ),
+    Permission(
+        "",
+        "persistentvolumeclaims",
+        ("get", "list", "watch", "create"),
+        "backup PVC; informer of the data claims (a replaced primary volume is never served)",
+    ),
     Permission(
         "",
         "persistentvolumes",
         ("get",),
-        "final backup Job: node affinity of pod 0's data volume, so the archive runs in its zone",
+        "final backup Job: node affinity of the primary's data volume, so the archive runs in its zone",
         cluster_scoped=True,
     ),
     Permission("", "events", ("create", "patch"), "event recorder; patch aggregates repeats"),

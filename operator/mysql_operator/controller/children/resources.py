@@ -13,13 +13,16 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from ...api.v1 import API_VERSION, KIND, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
+from ...api.v1 import API_VERSION, KIND, MAX_REPLICAS, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
 from ...database import images
 from ...database.backup import ARCHIVE_SCRIPT, DUMP_SCRIPT, RESTORE_SCRIPT
 from ...database.engines import engine
-from ...database.replication import mysql_pod_spec
+from ...database.pod import mysql_pod_spec
+from ...database.replication import PRIMARY, ROLE_LABEL
+from . import tls
 from .quantity import parse_quantity
 
 Obj = dict[str, Any]
@@ -71,14 +74,22 @@ class Names:
     def statefulset(self) -> str:
         return f"{self.cluster}-mysql"
 
-    @property
-    def primary_pod(self) -> str:
-        return f"{self.statefulset}-0"
+    def pod(self, ordinal: int) -> str:
+        return f"{self.statefulset}-{ordinal}"
 
     @property
-    def primary_data_pvc(self) -> str:
+    def first_pod(self) -> str:
+        """Pod 0: the primary at creation (and the one a restore fills)."""
+        return self.pod(0)
+
+    @staticmethod
+    def data_claim(pod: str) -> str:
         """The StatefulSet controller names claims `<template>-<pod>`."""
-        return f"{DATA_VOLUME}-{self.primary_pod}"
+        return f"{DATA_VOLUME}-{pod}"
+
+    @property
+    def tls_secret(self) -> str:
+        return f"{self.cluster}-tls"
 
     @property
     def backup_pvc(self) -> str:
@@ -98,11 +109,17 @@ class Names:
         return self.backup_pvc
 
     def primary_host(self, namespace: str) -> str:
-        """Clients' (and the backup's) address of the primary: the Service that selects pod 0 only."""
+        """Clients', replicas' and the backup's address of the primary: the Service that selects the pod
+        labelled primary."""
         return f"{self.primary_service}.{namespace}.svc"
 
     def pod_host(self, ordinal: int, namespace: str) -> str:
         return f"{self.statefulset}-{ordinal}.{self.service}.{namespace}.svc"
+
+    def hosts(self, namespace: str) -> list[str]:
+        """Every name a server of the cluster may be reached by (its TLS certificate names them all)."""
+        short = [self.primary_host(namespace)] + [self.pod_host(i, namespace) for i in range(MAX_REPLICAS)]
+        return [*short, *(f"{h}.cluster.local" for h in short)]
 
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
@@ -121,6 +138,17 @@ def labels(name: str) -> dict[str, str]:
 def pod_labels(name: str, component: str) -> dict[str, str]:
     # The component keeps backup pods out of the StatefulSet's selector and the Service's endpoints.
     return {**labels(name), "app.kubernetes.io/component": component}
+
+
+def primary_pod(cluster: Obj) -> str:
+    """The pod that is the primary (`status.primary`), else pod 0, the primary a cluster starts with."""
+    recorded = (cluster.get("status") or {}).get("primary")
+    return str(recorded) if recorded else Names(_name(cluster)).first_pod
+
+
+def primary_data_claim(cluster: Obj) -> str:
+    """The primary's data PersistentVolumeClaim: what the final backup archives."""
+    return Names.data_claim(primary_pod(cluster))
 
 
 def database_selector(name: str) -> str:
@@ -190,6 +218,20 @@ def credentials_secret(cluster: Obj, password: str | None = None, *, copied_from
     return secret
 
 
+def tls_secret(cluster: Obj, now: datetime | None = None) -> Obj:
+    """The replication TLS of the cluster (`tls.py`): made once, owned by the cluster (a new cluster of
+    the name makes a new CA; nothing in a datadir depends on the old one)."""
+    names = Names(_name(cluster))
+    files = tls.issue(names.cluster, names.hosts(cluster["metadata"]["namespace"]), now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(cluster, names.tls_secret),
+        "type": "kubernetes.io/tls",
+        "data": tls.secret_data(files),
+    }
+
+
 def headless_service(cluster: Obj) -> Obj:
     name = _name(cluster)
     return {
@@ -207,11 +249,12 @@ def headless_service(cluster: Obj) -> Obj:
 
 
 def primary_service(cluster: Obj) -> Obj:
-    """A ClusterIP Service for pod 0 only: where writes go. Not publishNotReadyAddresses: clients
-    should reach a primary that answers, unlike replicas looking for their source while starting."""
+    """A ClusterIP Service for the pod labelled primary only: where writes go, and where replicas
+    replicate from. The operator moves the label on a failover or switchover. Not
+    publishNotReadyAddresses: clients should reach a primary that answers and is writable."""
     name = _name(cluster)
     names = Names(name)
-    selector = {**pod_labels(name, "database"), "statefulset.kubernetes.io/pod-name": names.primary_pod}
+    selector = {**pod_labels(name, "database"), ROLE_LABEL: PRIMARY}
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -252,11 +295,13 @@ def statefulset(cluster: Obj) -> Obj:
                     replication_password_env=password_env(
                         cluster, "REPLICATION_PASSWORD", REPLICATION_PASSWORD_KEY
                     ),
-                    primary_host=names.pod_host(0, namespace),
+                    primary_host=names.primary_host(namespace),
                     resources=container_resources(spec),
                     data_volume=DATA_VOLUME,
                     data_dir=DATA_DIR,
                     port=MYSQL_PORT,
+                    tls_secret=names.tls_secret,
+                    semi_sync=spec.replication.semi_sync,
                     # Once restored, pod 0 no longer needs the source's backups: the claim may go.
                     **({} if (cluster.get("status") or {}).get("restoredFrom") else _restore_parts(spec)),
                 ),
@@ -359,14 +404,14 @@ def backup_cronjob(cluster: Obj) -> Obj:
         ],
         "volumeMounts": [{"name": "backup", "mountPath": BACKUP_DIR}],
     }
-    # Preferred, not required: pod 0 may be down when a dump is due (the dump then fails on its own).
-    # The first dump pod is usually the backup volume's first consumer (WaitForFirstConsumer), so this
-    # also puts that volume on pod 0's node or zone, where the final backup Job needs it.
-    pod_0 = {"matchLabels": {"statefulset.kubernetes.io/pod-name": names.primary_pod}}
+    # Preferred, not required: the primary may be down when a dump is due (the dump then fails on its
+    # own). The first dump pod is usually the backup volume's first consumer (WaitForFirstConsumer), so
+    # this also puts that volume on the primary's node or zone, where the final backup Job needs it.
+    primary = {"matchLabels": {**pod_labels(name, "database"), ROLE_LABEL: PRIMARY}}
     near_primary = {
         "podAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": weight, "podAffinityTerm": {"labelSelector": pod_0, "topologyKey": key}}
+                {"weight": weight, "podAffinityTerm": {"labelSelector": primary, "topologyKey": key}}
                 for weight, key in ((100, "kubernetes.io/hostname"), (50, "topology.kubernetes.io/zone"))
             ]
         }
@@ -430,7 +475,7 @@ def final_backup_job(cluster: Obj, data_node_affinity: Obj | None = None) -> Obj
     meta["annotations"] = {CLUSTER_UID_ANNOTATION: cluster["metadata"]["uid"]}
     data_volume = {
         "name": DATA_VOLUME,
-        "persistentVolumeClaim": {"claimName": names.primary_data_pvc, "readOnly": True},
+        "persistentVolumeClaim": {"claimName": primary_data_claim(cluster), "readOnly": True},
     }
     return {
         "apiVersion": "batch/v1",
