@@ -33,7 +33,7 @@ import requests
 
 from envtest import ABSENT, assert_matches, condition, eventually
 from mysql_operator.api.v1 import API_VERSION, FINALIZER
-from mysql_operator.controller.children import resources
+from mysql_operator.controller.children import backups, resources
 from mysql_operator.controller.children.quantity import parse_quantity
 
 Obj = dict[str, Any]
@@ -140,7 +140,7 @@ def run(session: requests.Session, server: str, namespace: str, timeout: float =
         assert phases[-1:] == ["Succeeded"], f"status.finalBackup.phase at deletion: {phases}"
         assert "Stopping" in phases, f"the database was not stopped first: {phases}"
         job = api.must("jobs", names.final_backup_job)
-        assert_matches(job, {"metadata": {"annotations": {resources.CLUSTER_UID_ANNOTATION: uid}}})
+        assert_matches(job, {"metadata": {"annotations": {backups.CLUSTER_UID_ANNOTATION: uid}}})
         assert (job.get("status") or {}).get("succeeded"), f"Job {names.final_backup_job} has not succeeded"
         api.must("persistentvolumeclaims", names.backup_pvc)
         eventually(
@@ -223,11 +223,11 @@ def expected_children(cluster_obj: Obj) -> list[tuple[str, Obj]]:
         ("statefulsets", resources.statefulset(cluster_obj)),
     ]
     if (cluster_obj["spec"].get("backup") or {}).get("enabled"):
-        pvc = resources.backup_pvc(cluster_obj)
+        pvc = backups.backup_pvc(cluster_obj)
         # The apiserver stores a quantity in canonical form (the reference's `5120Mi` comes back `5Gi`).
         requests = pvc["spec"]["resources"]["requests"]
         requests["storage"] = same_quantity(requests["storage"])
         out.append(("persistentvolumeclaims", pvc))
-        out.append(("cronjobs", resources.backup_cronjob(cluster_obj)))
+        out.append(("cronjobs", backups.backup_cronjob(cluster_obj)))
     # No deepcopy here: it would copy ABSENT too, and the matcher knows the sentinel by identity.
     return out

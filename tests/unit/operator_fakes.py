@@ -161,6 +161,17 @@ class FakeKube:
             and wanted.items() <= (obj["metadata"].get("labels") or {}).items()
         ]
 
+    def events(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        """Events the test put (kind Event), about that object."""
+        return [
+            copy.deepcopy(obj)
+            for (resource, ns, _), obj in sorted(self.objects.items())
+            if resource == "events"
+            and ns == namespace
+            and (obj.get("involvedObject") or {}).get("kind") == kind
+            and (obj.get("involvedObject") or {}).get("name") == name
+        ]
+
     def create(self, kind: Kind, obj: Obj) -> Obj:
         self._maybe_fail("create", kind.endpoint)
         meta = obj["metadata"]

@@ -161,6 +161,7 @@ class Pod:
             initdb_dir=str(self.initdb),
             run_dir=str(self.run),
             tls_source_dir=str(self.tls),
+            termination_log=str(self.root / "termination-log"),
         )
 
     def start_script(self, engine: Engine) -> str:
@@ -204,6 +205,10 @@ class Pod:
             "REPLICATION_PASSWORD": REPLICATION_PASSWORD,
             "REPLICATION_USER": replication.REPLICATION_USER,
             "PRIMARY_HOST": PRIMARY_HOST,
+            "SERVER_VERSION": "10.11",
+            "CLUSTER_NAME": "db",
+            "CLUSTER_UID": "uid-1",
+            "UPGRADE_FROM": "",
             "FAKE_DB_STATE": str(state),
             "FAKE_DB_CALLS": str(calls),
             "FAKE_SLEEPS": str(sleeps),
@@ -311,6 +316,59 @@ def test_a_root_password_an_option_file_cannot_hold_is_refused(pod: Pod, passwor
     run = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"MYSQL_ROOT_PASSWORD": password})
     assert run.code != 0 and "root password must" in run.stdout, run.stdout
     assert not (pod.run / "client.cnf").exists()
+
+
+# -- the datadir's identity -------------------------------------------------------------------------
+
+
+def identity(data: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (data / "mysql-operator-identity").read_text().splitlines())
+
+
+def test_a_new_datadir_records_its_engine_version_and_cluster_when_its_init_ends(pod: Pod) -> None:
+    pod.boot(MARIADB, "db-mysql-0")
+    pod.source_init_script()
+    assert identity(pod.data) == {
+        "engine": "mariadb",
+        "version": "10.11",
+        "cluster": "db",
+        "cluster-uid": "uid-1",
+    }
+
+
+@pytest.mark.parametrize("marker", ["identity", "files"])
+def test_data_of_another_engine_refuses_to_start_naming_both(pod: Pod, marker: str) -> None:
+    half_initialised(pod.data)
+    if marker == "identity":
+        (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=10.11\n")
+    else:  # a datadir from before identities: told by its files
+        (pod.data / "aria_log_control").write_text("")
+    run = pod.run_script(pod.configure(MYSQL), "db-mysql-0", env={"SERVER_VERSION": "8.4"})
+    assert run.code == 1, run.stdout
+    said = (pod.root / "termination-log").read_text()
+    assert said.startswith("DatadirMismatch: ") and "holds mariadb data" in said and "runs mysql 8.4" in said
+    assert not (pod.conf / "server.cnf").exists(), "nothing of the server is set up"
+
+
+def test_data_of_an_older_release_starts_only_as_an_upgrade_asked_for(pod: Pod) -> None:
+    half_initialised(pod.data)
+    (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=10.6\ncluster=old\n")
+    refused = pod.run_script(pod.configure(MARIADB), "db-mysql-0")  # a re-created cluster: 10.11 pinned
+    assert refused.code == 1 and "written by mariadb 10.6; this pod runs mariadb 10.11" in refused.stdout
+    assert "set spec.version to 10.6" in refused.stdout
+    upgraded = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"UPGRADE_FROM": "10.6.18"})
+    assert upgraded.code == 0 and "upgraded by 10.11 as asked" in upgraded.stdout, upgraded.stdout
+    assert identity(pod.data)["version"] == "10.11" and identity(pod.data)["cluster"] == "db"
+
+
+def test_a_datadir_of_the_same_release_starts_and_a_newer_one_never(pod: Pod) -> None:
+    half_initialised(pod.data)
+    (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=10.11\n")
+    same = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"SERVER_VERSION": "10.11.6"})
+    assert same.code == 0, same.stdout
+    (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=11.4\n")
+    newer = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"UPGRADE_FROM": "11.4"})
+    assert newer.code == 1 and "newer than this pod's 10.11" in newer.stdout, newer.stdout
 
 
 # -- the server's start -----------------------------------------------------------------------------

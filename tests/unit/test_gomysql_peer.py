@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peer_specs import BUILDERS, SPECS, cluster
+from peer_specs import BUILDERS, SPECS, cluster, reference
 
 from mysql_operator.controller.children import resources
 from mysql_operator.controller.children.quantity import parse_quantity
@@ -88,7 +88,7 @@ def test_go_peer_builds_the_reference_children(printed: dict[str, Any], builder:
     # Go writes a zero status for a StatefulSet; the apiserver drops any status in a create or an apply
     # of the object itself (status is its subresource's).
     ours.pop("status", None)
-    assert pruned(ours) == pruned(getattr(resources, builder)(cluster(SPECS[spec])))
+    assert pruned(ours) == pruned(reference(builder)(cluster(SPECS[spec])))
 
 
 @pytest.mark.parametrize("spec", ["minimal", "mariadb"])

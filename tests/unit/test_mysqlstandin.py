@@ -84,6 +84,10 @@ class Pod:
             "MYSQL_INITDB_DIR": str(self.root / "initdb"),
             "MYSQL_TCP_PORT": str(self.port),
             "MYSQL_ROOT_PASSWORD": "secret",
+            "SERVER_VERSION": "8.0",
+            "CLUSTER_NAME": "sample",
+            "CLUSTER_UID": "uid-1",
+            "UPGRADE_FROM": "",
             **extra,
         }
 
@@ -109,6 +113,7 @@ class Pod:
             initdb_dir=d["initdb"],
             run_dir=d["run"],
             tls_source_dir=d["tls"],
+            termination_log=str(self.root / "termination-log"),
         )
         subprocess.run(["sh", "-c", script], env=self.env(), check=True)
 

@@ -47,6 +47,9 @@ class Servers:
     def run(self, namespace: str, pod: str, script: str, *, timeout: float) -> ExecResult:
         if pod in self.unreachable:
             raise ExecError(f"exec in {namespace}/{pod}: 500 container not found")
+        if "id -u mysql" in script:
+            self.ran.append((pod, "server-user"))
+            return ExecResult(0, "105:107\n", "")
         s = self.servers[pod]
         action = next(
             a for a in ("variables", "fenced", "applied", "replication-ended", "repointed") if a in script
@@ -139,6 +142,9 @@ def running(kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
     set_pod(kube, 0, ready=True)
     reconciler.reconcile(KEY)
     assert (status(kube)["primary"], status(kube)["primaryClaimUID"]) == ("db-mysql-0", "claim-0")
+    assert status(kube)["datadirOwner"] == "105:107", "the backup pods' user, asked once"
+    servers.ran.clear()
+    reconciler.reconcile(KEY)
     assert servers.ran == [], "a healthy cluster is never exec'd into"
     return reconciler
 

@@ -254,7 +254,8 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	}
 	configure := corev1.Container{
 		Name: "configure", Image: o.image(), Command: []string{"sh", "-c", o.engine().configure},
-		Env: []corev1.EnvVar{rootPassword, semi},
+		Env:                      append([]corev1.EnvVar{rootPassword, semi}, identityEnv(o)...),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts: []corev1.VolumeMount{
 			conf, initdb, data, run, {Name: "tls", MountPath: tlsSourceDir, ReadOnly: true},
 		},
@@ -324,6 +325,32 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	}, nil
 }
 
+// identityEnv is what a datadir or a restored archive is judged against: this release, the cluster,
+// and the release an asked-for upgrade starts from (none: the peer keeps no status of that kind).
+func identityEnv(o owner) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "SERVER_VERSION", Value: o.Spec.Version},
+		{Name: "CLUSTER_NAME", Value: o.Name},
+		{Name: "CLUSTER_UID", Value: o.UID},
+		{Name: "UPGRADE_FROM", Value: ""},
+	}
+}
+
+// restricted is the restricted Pod Security Standard for the backup pods, as the official images'
+// mysql user (the peer keeps no status.datadirOwner).
+func restricted() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	pod := &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(999)), RunAsGroup: ptr.To(int64(999)),
+		FSGroup: ptr.To(int64(999)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	container := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		ReadOnlyRootFilesystem:   ptr.To(true),
+	}
+	return pod, container
+}
+
 // restoreParts: with spec.restore, the init container that unpacks the source cluster's newest final
 // backup into pod 0's empty datadir, and the source's backup PVC (read-only) it reads; nil otherwise.
 func restoreParts(o owner) (*corev1.Container, corev1.Volume) {
@@ -336,6 +363,7 @@ func restoreParts(o owner) (*corev1.Container, corev1.Volume) {
 		Env: []corev1.EnvVar{
 			{Name: "SOURCE_CLUSTER", Value: o.Spec.Restore.FromCluster},
 			{Name: "SOURCE_PVC", Value: sourcePVC},
+			{Name: "ENGINE", Value: o.Spec.Engine},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts: []corev1.VolumeMount{
@@ -343,6 +371,7 @@ func restoreParts(o owner) (*corev1.Container, corev1.Volume) {
 			{Name: "restore", MountPath: restoreDir, ReadOnly: true},
 		},
 	}
+	container.Env = append(container.Env, identityEnv(o)...)
 	src := &corev1.PersistentVolumeClaimVolumeSource{ClaimName: sourcePVC, ReadOnly: true}
 	return container, corev1.Volume{Name: "restore", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: src}}
 }
@@ -369,7 +398,8 @@ func backupSize(s spec) (resource.Quantity, error) {
 	if err != nil {
 		return resource.Quantity{}, fmt.Errorf("spec.storage.size: %w", err)
 	}
-	wanted := new(big.Rat).Mul(bytesOf(data), big.NewRat(int64(s.Backup.RetentionDays+3), 2<<20))
+	// Two final archives at the data size, retentionDays + 1 dumps at half of it.
+	wanted := new(big.Rat).Mul(bytesOf(data), big.NewRat(int64(s.Backup.RetentionDays+5), 2<<20))
 	return resource.MustParse(fmt.Sprintf("%dMi", ceil(wanted))), nil
 }
 
@@ -406,16 +436,23 @@ func backupVolume(o owner) corev1.Volume {
 
 func backupCronJob(o owner) *batchv1.CronJob {
 	s := o.Spec.Backup
+	podSecurity, containerSecurity := restricted()
 	container := corev1.Container{
 		Name: "mysqldump", Image: o.image(), Command: []string{"sh", "-c", dumpScript},
+		SecurityContext: containerSecurity,
 		Env: []corev1.EnvVar{
-			passwordEnv(o, "MYSQL_PWD", passwordKey),
+			passwordEnv(o, "DB_PASSWORD", passwordKey),
 			{Name: "DUMP", Value: o.engine().dump},
 			{Name: "MYSQL_HOST", Value: fmt.Sprintf("%s.%s.svc", o.primary(), o.Namespace)},
 			{Name: "RETENTION_DAYS", Value: fmt.Sprint(s.RetentionDays)},
 		},
-		VolumeMounts: []corev1.VolumeMount{{Name: "backup", MountPath: backupDir}},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "backup", MountPath: backupDir}, {Name: "run", MountPath: runDir},
+		},
 	}
+	memory := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi")),
+	}}
 	// Preferred near the primary (its node, else its zone): that puts a WaitForFirstConsumer backup
 	// volume where the final backup Job will need it.
 	primary := podLabels(o.Name, "database")
@@ -443,12 +480,13 @@ func backupCronJob(o owner) *batchv1.CronJob {
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: podLabels(o.Name, "backup")},
 						Spec: corev1.PodSpec{
-							RestartPolicy: corev1.RestartPolicyNever,
+							RestartPolicy:   corev1.RestartPolicyNever,
+							SecurityContext: podSecurity,
 							Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
 								PreferredDuringSchedulingIgnoredDuringExecution: nearPrimary,
 							}},
 							Containers: []corev1.Container{container},
-							Volumes:    []corev1.Volume{backupVolume(o)},
+							Volumes:    []corev1.Volume{backupVolume(o), {Name: "run", VolumeSource: memory}},
 						},
 					},
 				},
@@ -474,6 +512,7 @@ func finalBackupJob(o owner) (*batchv1.Job, error) {
 	m.Labels = podLabels(o.Name, "final-backup")
 	m.Annotations = map[string]string{clusterUIDNote: o.UID}
 	data := &corev1.PersistentVolumeClaimVolumeSource{ClaimName: o.primaryDataPVC(), ReadOnly: true}
+	podSecurity, containerSecurity := restricted()
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: m,
@@ -483,10 +522,12 @@ func finalBackupJob(o owner) (*batchv1.Job, error) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(o.Name, "final-backup")},
 				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
+					RestartPolicy:   corev1.RestartPolicyNever,
+					SecurityContext: podSecurity,
 					Containers: []corev1.Container{{
 						Name: "archive", Image: backupImage, Command: []string{"sh", "-c", archiveScript},
-						Env: []corev1.EnvVar{{Name: "CLUSTER_UID", Value: o.UID}},
+						Env:             []corev1.EnvVar{{Name: "CLUSTER_UID", Value: o.UID}},
+						SecurityContext: containerSecurity,
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: dataVolume, MountPath: dataDir, ReadOnly: true},
 							{Name: "backup", MountPath: backupDir},

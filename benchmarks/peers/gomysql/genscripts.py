@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mysql_operator.controller.children import resources
+from mysql_operator.controller.children import backups, resources
 from mysql_operator.database import pod, replication
 from mysql_operator.database.engines import ENGINES
 
@@ -53,7 +53,7 @@ def engine_texts(engine: str) -> dict[str, str]:
     pod = resources.statefulset(cluster)["spec"]["template"]["spec"]
     (configure,) = pod["initContainers"]
     server, sidecar = pod["containers"]
-    cron = resources.backup_cronjob(cluster)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    cron = backups.backup_cronjob(cluster)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (dump,) = cron["containers"]
     return {
         "defaultVersion": ENGINES[engine].default_version,
@@ -69,8 +69,8 @@ def engine_texts(engine: str) -> dict[str, str]:
 def shared_texts() -> dict[str, str]:
     """The scripts every engine shares: the dump, the final archive, the restore."""
     cluster = _cluster("mysql")
-    dump = resources.backup_cronjob(cluster)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    final = resources.final_backup_job(cluster)["spec"]["template"]["spec"]
+    dump = backups.backup_cronjob(cluster)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    final = backups.final_backup_job(cluster)["spec"]["template"]["spec"]
     restoring = {**cluster, "spec": {**cluster["spec"], "restore": {"fromCluster": "source"}}}
     (restore, _) = resources.statefulset(restoring)["spec"]["template"]["spec"]["initContainers"]
     return {

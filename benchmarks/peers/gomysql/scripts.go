@@ -23,7 +23,57 @@ var engines = map[string]engineScripts{
 		server:         "mariadbd",
 		configure: `set -eu
 ordinal="${HOSTNAME##*-}"
+ENGINE=mariadb
 umask 022
+release() { echo "$1" | sed -n 's/^\([0-9][0-9]*\)\(\.[0-9][0-9]*\)\{0,1\}.*$/\1\2/p'; }
+refuse() { echo "$*" | tee /dev/termination-log >&2; exit 1; }
+newer() {  # release $1 after release $2 (a minor of none counts as 0)
+  a="${1%%.*}"; b="${2%%.*}"; am="${1#"$a"}"; bm="${2#"$b"}"; am="${am#.}"; bm="${bm#.}"
+  [ "$a" -gt "$b" ] || { [ "$a" -eq "$b" ] && [ "${am:-0}" -gt "${bm:-0}" ]; }
+}
+identify_file() {
+  had_engine="$(sed -n 's/^engine=//p' "$1")"
+  had_version="$(sed -n 's/^version=//p' "$1")"
+}
+identify() {
+  had_engine=""; had_version=""
+  if [ -e "$1/mysql-operator-identity" ]; then identify_file "$1/mysql-operator-identity"
+  elif [ -e "$1/aria_log_control" ]; then had_engine=mariadb
+  elif [ -e "$1/mysql.ibd" ]; then had_engine=mysql
+  fi
+}
+judge() {
+  [ -n "$had_engine" ] || return 0
+  if [ "$had_engine" != "$ENGINE" ]; then
+    refuse "DatadirMismatch: $1 holds $had_engine data${had_version:+ ($had_version)}; this pod runs $ENGINE \
+$SERVER_VERSION: a datadir belongs to one server; set spec.engine to $had_engine"
+  fi
+  [ -n "$had_version" ] || return 0
+  had="$(release "$had_version")"; want="$(release "$SERVER_VERSION")"
+  [ "$had" != "$want" ] || return 0
+  if newer "$had" "$want"; then
+    refuse "DatadirMismatch: $1 was written by $had_engine $had_version, newer than this pod's $SERVER_VERSION: no \
+release opens data a newer one has upgraded; set spec.version to $had_version or newer"
+  fi
+  for allowed in ${UPGRADE_FROM:-}; do
+    if [ "$had" = "$(release "$allowed")" ]; then
+      echo "$1: $ENGINE $had_version data, upgraded by $SERVER_VERSION as asked (spec.version)"
+      return 0
+    fi
+  done
+  refuse "DatadirMismatch: $1 was written by $had_engine $had_version; this pod runs $ENGINE $SERVER_VERSION: \
+set spec.version to $had_version to run it as it is (upgrade later by changing spec.version)"
+}
+record() {
+  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' "$ENGINE" "$SERVER_VERSION" \
+    "$CLUSTER_NAME" "$CLUSTER_UID" > "$1/mysql-operator-identity"
+}
+# Data already there (kept, restored, or this pod's own) must be this engine's and release's (identity.py).
+if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  identify /var/lib/mysql
+  judge "pod $HOSTNAME's datadir"
+  [ -z "$had_engine" ] || record /var/lib/mysql
+fi
 {
   echo '[mysqld]'
   echo "server-id=$((100 + ordinal))"
@@ -48,8 +98,10 @@ EOF
 # Read-only from the real server's first start on, whatever the ordinal: only a promotion makes a
 # server writable. Not during the init phase: its own writes (the root password) would be refused.
 printf '[mysqld]\nread-only=ON\n' > /etc/mysql/conf.d/readonly.cnf.pending
-cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<'EOF'
+cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<EOF
 touch /var/lib/mysql/mysql-operator-initialised
+printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' '$ENGINE' '$SERVER_VERSION' \
+  '$CLUSTER_NAME' '$CLUSTER_UID' > /var/lib/mysql/mysql-operator-identity
 cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
 EOF
 # The server reads its key as its own user; certificates are public.
@@ -166,7 +218,57 @@ done
 		server:         "mysqld",
 		configure: `set -eu
 ordinal="${HOSTNAME##*-}"
+ENGINE=mysql
 umask 022
+release() { echo "$1" | sed -n 's/^\([0-9][0-9]*\)\(\.[0-9][0-9]*\)\{0,1\}.*$/\1\2/p'; }
+refuse() { echo "$*" | tee /dev/termination-log >&2; exit 1; }
+newer() {  # release $1 after release $2 (a minor of none counts as 0)
+  a="${1%%.*}"; b="${2%%.*}"; am="${1#"$a"}"; bm="${2#"$b"}"; am="${am#.}"; bm="${bm#.}"
+  [ "$a" -gt "$b" ] || { [ "$a" -eq "$b" ] && [ "${am:-0}" -gt "${bm:-0}" ]; }
+}
+identify_file() {
+  had_engine="$(sed -n 's/^engine=//p' "$1")"
+  had_version="$(sed -n 's/^version=//p' "$1")"
+}
+identify() {
+  had_engine=""; had_version=""
+  if [ -e "$1/mysql-operator-identity" ]; then identify_file "$1/mysql-operator-identity"
+  elif [ -e "$1/aria_log_control" ]; then had_engine=mariadb
+  elif [ -e "$1/mysql.ibd" ]; then had_engine=mysql
+  fi
+}
+judge() {
+  [ -n "$had_engine" ] || return 0
+  if [ "$had_engine" != "$ENGINE" ]; then
+    refuse "DatadirMismatch: $1 holds $had_engine data${had_version:+ ($had_version)}; this pod runs $ENGINE \
+$SERVER_VERSION: a datadir belongs to one server; set spec.engine to $had_engine"
+  fi
+  [ -n "$had_version" ] || return 0
+  had="$(release "$had_version")"; want="$(release "$SERVER_VERSION")"
+  [ "$had" != "$want" ] || return 0
+  if newer "$had" "$want"; then
+    refuse "DatadirMismatch: $1 was written by $had_engine $had_version, newer than this pod's $SERVER_VERSION: no \
+release opens data a newer one has upgraded; set spec.version to $had_version or newer"
+  fi
+  for allowed in ${UPGRADE_FROM:-}; do
+    if [ "$had" = "$(release "$allowed")" ]; then
+      echo "$1: $ENGINE $had_version data, upgraded by $SERVER_VERSION as asked (spec.version)"
+      return 0
+    fi
+  done
+  refuse "DatadirMismatch: $1 was written by $had_engine $had_version; this pod runs $ENGINE $SERVER_VERSION: \
+set spec.version to $had_version to run it as it is (upgrade later by changing spec.version)"
+}
+record() {
+  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' "$ENGINE" "$SERVER_VERSION" \
+    "$CLUSTER_NAME" "$CLUSTER_UID" > "$1/mysql-operator-identity"
+}
+# Data already there (kept, restored, or this pod's own) must be this engine's and release's (identity.py).
+if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  identify /var/lib/mysql
+  judge "pod $HOSTNAME's datadir"
+  [ -z "$had_engine" ] || record /var/lib/mysql
+fi
 {
   echo '[mysqld]'
   echo "server-id=$((100 + ordinal))"
@@ -192,8 +294,10 @@ EOF
 # Read-only from the real server's first start on, whatever the ordinal: only a promotion makes a
 # server writable. Not during the init phase: its own writes (the root password) would be refused.
 printf '[mysqld]\nread-only=ON\nsuper-read-only=ON\n' > /etc/mysql/conf.d/readonly.cnf.pending
-cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<'EOF'
+cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<EOF
 touch /var/lib/mysql/mysql-operator-initialised
+printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' '$ENGINE' '$SERVER_VERSION' \
+  '$CLUSTER_NAME' '$CLUSTER_UID' > /var/lib/mysql/mysql-operator-identity
 cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
 EOF
 # The server reads its key as its own user; certificates are public.
@@ -307,42 +411,118 @@ done
 }
 
 const dumpScript = `set -eu
+case "$DB_PASSWORD" in
+  '' | *'"'* | *'\'*) echo "dump: the root password must be non-empty, without \" or \\" >&2; exit 1 ;;
+esac
+(umask 077 && printf '[client]\nuser=root\npassword="%s"\n' "$DB_PASSWORD" > /run/mysql-operator/client.cnf)
 find /backup -maxdepth 1 -name '.dump-*' -exec rm -f {} +
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 partial="/backup/.dump-$stamp.sql.gz"
 failed="/backup/.dump-$stamp.failed"
-{ "$DUMP" -h "$MYSQL_HOST" -u root --all-databases --single-transaction --routines --events   --triggers || echo "$?" > "$failed"; } | gzip -1 > "$partial"
+{ "$DUMP" --defaults-extra-file=/run/mysql-operator/client.cnf -h "$MYSQL_HOST" --all-databases --single-transaction \
+  --routines --events --triggers || echo "$?" > "$failed"; } | gzip -1 > "$partial"
 if [ -e "$failed" ]; then
   echo "dump: $DUMP exited $(cat "$failed")" >&2
   rm -f "$failed" "$partial"
   exit 1
 fi
+sync
+gzip -t "$partial" || { echo "dump: $partial is not a whole gzip stream" >&2; rm -f "$partial"; exit 1; }
 mv "$partial" "/backup/dump-$stamp.sql.gz"
-find /backup -maxdepth 1 -name 'dump-*.sql.gz' -mtime "+$((RETENTION_DAYS - 1))" -delete
+sync
+find /backup -maxdepth 1 -name 'dump-*.sql.gz' -mtime "+$((RETENTION_DAYS - 1))" -exec rm -f {} +
+echo "dump: dump-$stamp.sql.gz written, synced and checked"
 `
 
 const archiveScript = `set -eu
-set -o pipefail
+archives() { { ls /backup | grep -E '^final-.*[.]tar[.]gz$' || true; } | sort; }
 done_already=$(ls /backup | grep -E "^final-.*-$CLUSTER_UID[.]tar[.]gz$" || true)
 if [ -n "$done_already" ]; then
   echo "archive: $done_already is this cluster's final backup already; nothing to do"; exit 0
 fi
 find /backup -maxdepth 1 -name '.final-*' -exec rm -f {} +
+keep=" $(archives | tail -n 1 | tr '\n' ' ')"
+for old in $(archives); do
+  case "$keep" in
+    *" $old "*) ;;
+    *) rm -f "/backup/$old" "/backup/$old.sha256"; echo "archive: pruned $old" ;;
+  esac
+done
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 name="final-$stamp-$CLUSTER_UID.tar.gz"
 start=$(date +%s)
-tar -cf - -C /var/lib/mysql . | gzip -1 > "/backup/.$name"
+failed="/backup/.final-$stamp.failed"
+{ tar -cf - -C /var/lib/mysql . || echo "$?" > "$failed"; } | gzip -1 > "/backup/.$name"
+if [ -e "$failed" ]; then
+  echo "archive: tar exited $(cat "$failed")" >&2
+  rm -f "$failed" "/backup/.$name"
+  exit 1
+fi
+sync
+gzip -t "/backup/.$name"
+sum=$(sha256sum < "/backup/.$name" | cut -d' ' -f1)
+printf '%s  %s\n' "$sum" "$name" > "/backup/.$name.sha256"
 mv "/backup/.$name" "/backup/$name"
+mv "/backup/.$name.sha256" "/backup/$name.sha256"
+sync
 kib=$(du -sk /var/lib/mysql | cut -f1)
-echo "archive: $name: $kib KiB of data in $(($(date +%s) - start)) s"
+echo "archive: $name: $kib KiB of data in $(($(date +%s) - start)) s, synced, sha256 $sum"
 `
 
 const restoreScript = `set -eu
-set -o pipefail
 data=/var/lib/mysql
 incomplete="$data/.restore-incomplete"
 restored="$data/.restored-from"
 fail() { echo "restore: $*" | tee /dev/termination-log >&2; exit 1; }
+release() { echo "$1" | sed -n 's/^\([0-9][0-9]*\)\(\.[0-9][0-9]*\)\{0,1\}.*$/\1\2/p'; }
+refuse() { echo "$*" | tee /dev/termination-log >&2; exit 1; }
+newer() {  # release $1 after release $2 (a minor of none counts as 0)
+  a="${1%%.*}"; b="${2%%.*}"; am="${1#"$a"}"; bm="${2#"$b"}"; am="${am#.}"; bm="${bm#.}"
+  [ "$a" -gt "$b" ] || { [ "$a" -eq "$b" ] && [ "${am:-0}" -gt "${bm:-0}" ]; }
+}
+identify_file() {
+  had_engine="$(sed -n 's/^engine=//p' "$1")"
+  had_version="$(sed -n 's/^version=//p' "$1")"
+}
+identify() {
+  had_engine=""; had_version=""
+  if [ -e "$1/mysql-operator-identity" ]; then identify_file "$1/mysql-operator-identity"
+  elif [ -e "$1/aria_log_control" ]; then had_engine=mariadb
+  elif [ -e "$1/mysql.ibd" ]; then had_engine=mysql
+  fi
+}
+judge() {
+  [ -n "$had_engine" ] || return 0
+  if [ "$had_engine" != "$ENGINE" ]; then
+    refuse "DatadirMismatch: $1 holds $had_engine data${had_version:+ ($had_version)}; this pod runs $ENGINE \
+$SERVER_VERSION: a datadir belongs to one server; set spec.engine to $had_engine"
+  fi
+  [ -n "$had_version" ] || return 0
+  had="$(release "$had_version")"; want="$(release "$SERVER_VERSION")"
+  [ "$had" != "$want" ] || return 0
+  if newer "$had" "$want"; then
+    refuse "DatadirMismatch: $1 was written by $had_engine $had_version, newer than this pod's $SERVER_VERSION: no \
+release opens data a newer one has upgraded; set spec.version to $had_version or newer"
+  fi
+  for allowed in ${UPGRADE_FROM:-}; do
+    if [ "$had" = "$(release "$allowed")" ]; then
+      echo "$1: $ENGINE $had_version data, upgraded by $SERVER_VERSION as asked (spec.version)"
+      return 0
+    fi
+  done
+  refuse "DatadirMismatch: $1 was written by $had_engine $had_version; this pod runs $ENGINE $SERVER_VERSION: \
+set spec.version to $had_version to run it as it is (upgrade later by changing spec.version)"
+}
+record() {
+  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' "$ENGINE" "$SERVER_VERSION" \
+    "$CLUSTER_NAME" "$CLUSTER_UID" > "$1/mysql-operator-identity"
+}
+whole() {  # $1: an archive's name; sets why when it is not
+  if [ -e "/restore/$1.sha256" ] && ! (cd /restore && sha256sum -c "$1.sha256" >/dev/null 2>&1); then
+    why="$1: its SHA-256 does not match"; return 1
+  fi
+  gzip -t "/restore/$1" 2>/dev/null || { why="$1: not a whole gzip stream"; return 1; }
+}
 if [ "${HOSTNAME##*-}" -ne 0 ]; then
   echo "restore: a replica starts empty and replicates from pod 0"; exit 0
 fi
@@ -353,15 +533,32 @@ elif [ -n "$(ls -A "$data" | grep -v '^lost+found$')" ]; then
   if [ -e "$restored" ]; then
     echo "restore: done before ($(cat "$restored")); left as it is"; exit 0
   fi
-  fail "pod 0's datadir holds data no restore put there (a data PersistentVolumeClaim kept from an earlier cluster of this name?): not restoring over it; delete that claim, or restore into another name"
+  fail "pod 0's datadir holds data no restore put there (a data PersistentVolumeClaim kept from an \
+earlier cluster of this name?): not restoring over it; delete that claim, or restore into another name"
 fi
-archive=$(ls /restore | grep -E '^final-.*[.]tar[.]gz$' | sort | tail -n 1 || true)
-[ -n "$archive" ] || fail "no final-*.tar.gz in PersistentVolumeClaim $SOURCE_PVC (was $SOURCE_CLUSTER deleted with backup enabled, and did its final backup succeed?)"
-archive="/restore/$archive"
+archive=""; skipped=""
+for candidate in $(ls /restore | grep -E '^final-.*[.]tar[.]gz$' | sort -r); do
+  if whole "$candidate"; then archive="$candidate"; break; fi
+  echo "restore: $why; trying the one before"
+  skipped="$skipped; $why"
+done
+[ -n "$archive" ] || fail "no whole final-*.tar.gz in PersistentVolumeClaim $SOURCE_PVC (was \
+$SOURCE_CLUSTER deleted with backup enabled, and did its final backup succeed?)$skipped"
+# Its engine and version, as a start would judge them (identity.py): never restored into another server.
+info="$(gzip -dc "/restore/$archive" | tar -xOf - ./mysql-operator-identity 2>/dev/null || true)"
+had_engine="$(echo "$info" | sed -n 's/^engine=//p')"; had_version="$(echo "$info" | sed -n 's/^version=//p')"
+if [ -z "$had_engine" ]; then
+  names="$(gzip -dc "/restore/$archive" | tar -tf - 2>/dev/null || true)"
+  if echo "$names" | grep -qx './aria_log_control'; then had_engine=mariadb
+  elif echo "$names" | grep -qx './mysql.ibd'; then had_engine=mysql; fi
+fi
+judge "the archive $archive of $SOURCE_CLUSTER"
 touch "$incomplete"
 start=$(date +%s)
-gzip -dc "$archive" | tar -xf - -C "$data" || fail "unpacking $archive from $SOURCE_PVC failed"
-echo "$SOURCE_CLUSTER $(basename "$archive")" > "$restored"
+gzip -dc "/restore/$archive" | tar -xf - -C "$data" || fail "unpacking $archive from $SOURCE_PVC failed"
+echo "$SOURCE_CLUSTER $archive" > "$restored"
 rm "$incomplete"
-echo "restore: $archive from $SOURCE_PVC unpacked in $(($(date +%s) - start)) s"
+took=$(($(date +%s) - start))
+echo "restored $archive from $SOURCE_PVC in $took s${skipped:+, after skipping}$skipped" \
+  | tee /dev/termination-log
 `

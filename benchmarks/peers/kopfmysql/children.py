@@ -156,7 +156,20 @@ def claim_spec(spec: Obj) -> Obj:
     return claim
 
 
-def _restore_parts(spec: Obj) -> tuple[list[Obj], list[Obj]]:
+def identity_env(cluster: Obj, spec: Obj) -> list[Obj]:
+    """What a datadir or a restored archive is judged against: this release, the cluster, the
+    release an asked-for upgrade starts from (status.upgradeFrom)."""
+    upgrade_from = (cluster.get("status") or {}).get("upgradeFrom") or ""
+    return [
+        {"name": "SERVER_VERSION", "value": spec["version"]},
+        {"name": "CLUSTER_NAME", "value": cluster["metadata"]["name"]},
+        {"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]},
+        # No value when none: the apiserver drops an empty one, and the next compare would differ.
+        {"name": "UPGRADE_FROM", **({"value": upgrade_from} if upgrade_from else {})},
+    ]
+
+
+def _restore_parts(cluster: Obj, spec: Obj) -> tuple[list[Obj], list[Obj]]:
     """With spec.restore: the init container that fills pod 0's datadir first, and its volume."""
     if not spec.get("restore"):
         return [], []
@@ -168,6 +181,8 @@ def _restore_parts(spec: Obj) -> tuple[list[Obj], list[Obj]]:
         "env": [
             {"name": "SOURCE_CLUSTER", "value": source},
             {"name": "SOURCE_PVC", "value": f"{source}-backup"},
+            {"name": "ENGINE", "value": spec["engine"]},
+            *identity_env(cluster, spec),
         ],
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
@@ -207,7 +222,8 @@ def statefulset(cluster: Obj) -> Obj:
         "name": "configure",
         "image": image(spec),
         "command": ["sh", "-c", engine["configure"]],
-        "env": [root_password, semi],
+        "env": [root_password, semi, *identity_env(cluster, spec)],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
             conf,
             initdb,
@@ -229,7 +245,7 @@ def statefulset(cluster: Obj) -> Obj:
         ],
         "resources": {"requests": SIDECAR_RESOURCES, "limits": SIDECAR_RESOURCES},
     }
-    restore, restore_volumes = _restore_parts(spec)
+    restore, restore_volumes = _restore_parts(cluster, spec)
     labels_file = {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
     pod = {
         "terminationGracePeriodSeconds": 120,
@@ -262,8 +278,8 @@ def statefulset(cluster: Obj) -> Obj:
 
 
 def backup_size(spec: Obj) -> str:
-    """One final archive at the data size plus retentionDays + 1 dumps at half of it, in whole MiB."""
-    wanted = quantity_bytes(spec["storage"]["size"]) * (spec["backup"]["retentionDays"] + 3) / 2
+    """Two final archives at the data size plus retentionDays + 1 dumps at half of it, in whole MiB."""
+    wanted = quantity_bytes(spec["storage"]["size"]) * (spec["backup"]["retentionDays"] + 5) / 2
     return f"{math.ceil(wanted / 2**20)}Mi"
 
 
@@ -272,6 +288,24 @@ def backup_pvc(cluster: Obj) -> Obj:
     spec = claim_spec(spec_of(cluster))
     spec["resources"] = {"requests": {"storage": backup_size(spec_of(cluster))}}
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+
+
+def restricted(cluster: Obj) -> tuple[Obj, Obj]:
+    """The restricted Pod Security Standard, as the datadir's owner (status.datadirOwner, else 999)."""
+    uid, _, gid = str((cluster.get("status") or {}).get("datadirOwner") or "999:999").partition(":")
+    pod = {
+        "runAsNonRoot": True,
+        "runAsUser": int(uid),
+        "runAsGroup": int(gid),
+        "fsGroup": int(gid),
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    return pod, container
 
 
 def _backup_volume(name: str) -> Obj:
@@ -286,12 +320,16 @@ def backup_cronjob(cluster: Obj) -> Obj:
         "image": image(spec),
         "command": ["sh", "-c", DUMP_SCRIPT],
         "env": [
-            password_env(cluster, "MYSQL_PWD"),
+            password_env(cluster, "DB_PASSWORD"),
             {"name": "DUMP", "value": ENGINES[spec["engine"]]["dump"]},
             {"name": "MYSQL_HOST", "value": f"{name}-primary.{namespace}.svc"},
             {"name": "RETENTION_DAYS", "value": str(backup["retentionDays"])},
         ],
-        "volumeMounts": [{"name": "backup", "mountPath": "/backup"}],
+        "securityContext": restricted(cluster)[1],
+        "volumeMounts": [
+            {"name": "backup", "mountPath": "/backup"},
+            {"name": "run", "mountPath": "/run/mysql-operator"},
+        ],
     }
     # Preferred near the primary: a WaitForFirstConsumer backup volume then lands where the final backup
     # needs it.
@@ -302,9 +340,13 @@ def backup_cronjob(cluster: Obj) -> Obj:
     ]
     pod = {
         "restartPolicy": "Never",
+        "securityContext": restricted(cluster)[0],
         "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}},
         "containers": [container],
-        "volumes": [_backup_volume(name)],
+        "volumes": [
+            _backup_volume(name),
+            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        ],
     }
     template = {"metadata": {"labels": pod_labels(name, "backup")}, "spec": pod}
     zone = backup["schedule"].get("timeZone")
@@ -347,12 +389,18 @@ def final_backup_job(cluster: Obj) -> Obj:
         "image": BACKUP_IMAGE,
         "command": ["sh", "-c", ARCHIVE_SCRIPT],
         "env": [{"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]}],
+        "securityContext": restricted(cluster)[1],
         "volumeMounts": [
             {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True},
             {"name": "backup", "mountPath": "/backup"},
         ],
     }
-    pod = {"restartPolicy": "Never", "containers": [container], "volumes": [data, _backup_volume(name)]}
+    pod = {
+        "restartPolicy": "Never",
+        "securityContext": restricted(cluster)[0],
+        "containers": [container],
+        "volumes": [data, _backup_volume(name)],
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -338,6 +338,14 @@ class MySQLClusterStatus(_Model):
     """Tag of the engine's image every database pod ran at the last completed rollout. With
     `spec.version` unset it is kept (an operator upgrade never upgrades a database), and a
     `spec.version` older by major.minor is refused (reason VersionDowngrade)."""
+    upgrade_from: str | None = Field(default=None, alias="upgradeFrom", max_length=64)
+    """The tag the pods ran before the last upgrade asked for (a newer spec.version): datadirs written by
+    that release may be opened by the new one. Any other release's data refuses to start (reason
+    DatadirMismatch), a re-created cluster's kept data included."""
+    datadir_owner: str | None = Field(
+        default=None, alias="datadirOwner", max_length=32, pattern=r"^[0-9]+:[0-9]+$"
+    )
+    """uid:gid of the database image's server user: the backup pods run as it."""
     restored_from: str | None = Field(default=None, alias="restoredFrom", max_length=MAX_NAME_LENGTH)
     """With `spec.restore`: the source cluster, set once pod 0 first became ready on the restored data."""
 

@@ -140,6 +140,9 @@ class CachedClient:
                 found.append(newest)
         return found
 
+    def events(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        return self.api.events(namespace, kind, name)
+
     # -- writes: straight through, and remembered ---------------------------------------------
 
     def create(self, kind: Kind, obj: Obj) -> Obj:

@@ -17,7 +17,7 @@ from pykube.exceptions import HTTPError
 
 from ..api.v1 import FIELD_MANAGER
 from ..runtime.client import raise_for_status
-from .kinds import Kind
+from .kinds import Event, Kind
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,10 @@ class ApiClient(Protocol):
 
     def list(self, kind: Kind, namespace: str, label_selector: str, *, fresh: bool = False) -> list[Obj]:
         """Objects matching `label_selector`; `fresh=True` insists on a LIST from the apiserver."""
+        ...
+
+    def events(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        """The Events about object `kind`/`name` of `namespace` (a fresh LIST by field selector)."""
         ...
 
     def create(self, kind: Kind, obj: Obj) -> Obj: ...
@@ -152,6 +156,12 @@ class KubeClient:
         response = self.api.get(
             **self._where(kind, namespace, None), params={"labelSelector": label_selector}
         )
+        raise_for_status(response)
+        return list(response.json().get("items") or [])
+
+    def events(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        response = self.api.get(**self._where(Event, namespace, None), params={"fieldSelector": selector})
         raise_for_status(response)
         return list(response.json().get("items") or [])
 

@@ -50,11 +50,12 @@ from pykube.exceptions import HTTPError
 
 from ..api.v1 import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION, parse_spec
 from ..runtime.types import Result
-from .children import resources
+from .backupjob import data_node_affinity, why_stuck
+from .children import backups, resources
 from .children.ownership import controller_of, labelled_ours
 from .children.problems import ChildBlocked, Problem
 from .client import CONFLICT, INVALID, NOT_FOUND, delete_exactly, error_code, namespace_terminating
-from .kinds import Job, MySQLCluster, PersistentVolume, PersistentVolumeClaim, Pod, StatefulSet
+from .kinds import Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
 from .status import compute_status, format_time, parse_time
 from .writer import Writer
 
@@ -64,6 +65,9 @@ Obj = dict[str, Any]
 JobState = Literal["running", "succeeded", "failed"]
 
 FAILED = "FinalBackupFailed"
+BLOCKED = "FinalBackupBlocked"
+"""A final backup that cannot get on (a pod admission refuses, a volume that does not bind): reported as
+soon as it shows, not after the Job's long deadline."""
 
 POLL_SECONDS = 5.0
 """How often a running final backup, or pods still stopping, are looked at."""
@@ -211,7 +215,7 @@ class FinalBackup:
             return stopping
         try:
             parse_spec(cluster)
-            self.r.ensure(PersistentVolumeClaim, cluster, resources.backup_pvc(cluster))
+            self.r.ensure(PersistentVolumeClaim, cluster, backups.backup_pvc(cluster))
         except ValidationError as exc:
             message = (
                 f"cannot build the final backup ({exc.error_count()} spec errors); fix the spec or "
@@ -350,7 +354,7 @@ class FinalBackup:
         job = self.r.client.get(Job, namespace, names.final_backup_job)
         if job is None:
             return self._start(cluster, recorded)
-        uid = (job["metadata"].get("annotations") or {}).get(resources.CLUSTER_UID_ANNOTATION)
+        uid = (job["metadata"].get("annotations") or {}).get(backups.CLUSTER_UID_ANNOTATION)
         if uid != meta["uid"]:
             if not labelled_ours(job, meta["name"]):
                 message = f"Job {names.final_backup_job} exists and is not ours; delete or rename it"
@@ -364,6 +368,13 @@ class FinalBackup:
             return Step(recorded, Result(requeue_after=POLL_SECONDS))
         state = job_state(job)
         if state == "running":
+            stuck = why_stuck(self.r.client, cluster, job)
+            if stuck is not None:
+                # It may never fail by itself (its deadline is long): say why now, keep looking.
+                blocked = {**recorded, "phase": "Running", "message": stuck}
+                return Step(
+                    blocked, Result(requeue_after=POLL_SECONDS), [Problem(BLOCKED, stuck, fatal=False)]
+                )
             running = {**recorded, "phase": "Running", "message": f"Job {names.final_backup_job} running"}
             return Step(running, Result(requeue_after=POLL_SECONDS))
         if state == "succeeded":
@@ -413,7 +424,7 @@ class FinalBackup:
             wait = (failed_at + timedelta(seconds=backoff(attempts)) - self.r.now()).total_seconds()
             if wait > 0:
                 return Step(recorded, Result(requeue_after=wait))
-        job = resources.final_backup_job(cluster, self._data_node_affinity(cluster))
+        job = backups.final_backup_job(cluster, data_node_affinity(self.r.client, cluster))
         name = job["metadata"]["name"]
         try:
             self.r.client.create(Job, job)
@@ -431,17 +442,6 @@ class FinalBackup:
             self.r.event(cluster, "Normal", "FinalBackupStarted", f"created Job {name}")
         running = {**recorded, "phase": "Running", "message": f"Job {name} running"}
         return Step(running, Result(requeue_after=POLL_SECONDS))
-
-    def _data_node_affinity(self, cluster: Obj) -> Obj | None:
-        """`spec.nodeAffinity.required` of the PersistentVolume under pod 0's data PVC (where the
-        archive's pod must run, and its backup volume should be made), or None when it has none."""
-        meta = cluster["metadata"]
-        pvc = self.r.client.get(
-            PersistentVolumeClaim, meta["namespace"], resources.primary_data_claim(cluster)
-        )
-        volume = ((pvc or {}).get("spec") or {}).get("volumeName")
-        pv = self.r.client.get(PersistentVolume, None, volume) if volume else None
-        return (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required")
 
     def _terminating(self, cluster: Obj, recorded: Obj) -> Step:
         """The namespace is being deleted: its volumes go with it, the backup PVC too, and no Job may

@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from ..api.schedule import valid_schedule
 from ..api.v1 import FINALIZER, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
 from ..database.engines import engine
+from ..database.identity import FAIL as DATADIR_MISMATCH
 from ..runtime.types import Key, Result, split_key
 from . import versions
-from .children import resources
+from .children import backups, resources
 from .children.immutable import STORAGE_IMMUTABLE, storage_refused
 from .children.ownership import ours_selector
 from .children.problems import Problem
@@ -50,6 +51,17 @@ RESTORE_SOURCE_MISSING = "RestoreSourceMissing"
 RESTORE_FAILED = "RestoreFailed"
 RESTORE_POLL_SECONDS = 10.0
 """How often a restoring cluster looks at pod 0 (pod changes do not wake the reconcile)."""
+
+
+def init_ended(pod: Obj, container: str) -> Obj | None:
+    """The last termination of init container `container` of `pod`: its current state if it ended,
+    else its previous one (one crash-looping waits between tries); None if it never ended."""
+    for init in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if init.get("name") == container:
+            return (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get(
+                "terminated"
+            )
+    return None
 
 
 def describe(exc: ValidationError) -> str:
@@ -106,9 +118,10 @@ class MySQLClusterReconciler:
                 self.client.list(Pod, namespace, resources.database_selector(name))
             )
             choice = versions.choose(spec, live_sts, recorded, started)
+        upgrade = versions.upgrade_record(cluster, choice)
         try:
             # Children are built with the chosen engine and tag: an unset version keeps what ran.
-            problems, sts = self._ensure_children(versions.building(cluster, choice), spec)
+            problems, sts = self._ensure_children(versions.building(cluster, choice, upgrade), spec)
         except ClusterGoing:
             # The deletion's watch event brings the key back anyway; the requeue only makes sure.
             return Result(requeue=True)
@@ -118,20 +131,26 @@ class MySQLClusterReconciler:
         if spec.restore is not None and not (cluster.get("status") or {}).get("restoredFrom"):
             restored_now, restore_problems = self._restore_progress(cluster, spec, sts)
             problems += restore_problems
+        if sts is not None:
+            problems += self._configure_failures(cluster)
         roles = self.roles.reconcile(cluster, spec, engine(choice.engine)) if sts is not None else None
         if roles is not None:
             cluster, problems = roles.cluster, [*problems, *roles.problems]
-        status = compute_status(cluster, sts, problems, now=self.now(), roles=roles.roles if roles else None)
+        records = {**(roles.roles if roles else {}), **upgrade}
+        status = compute_status(cluster, sts, problems, now=self.now(), records=records)
         if restored_now and spec.restore is not None:
             status["restoredFrom"] = spec.restore.from_cluster
         self.writer.write_status(cluster, status)
         if restored_now and spec.restore is not None:  # once: the record above ends the restore
             source = resources.Names(spec.restore.from_cluster)
+            notes = self._restore_notes(cluster)
             message = (
                 f"pod 0 is ready on the final backup of cluster {source.cluster} "
-                f"(PersistentVolumeClaim {source.source_backup_pvc})"
+                f"(PersistentVolumeClaim {source.source_backup_pvc}){': ' + notes if notes else ''}"
             )
             self.writer.event(cluster, "Normal", "Restored", message)
+            if "after skipping" in notes:  # the newest archive failed its check: an older one was used
+                self.writer.event(cluster, "Warning", "RestoreFellBack", notes)
         waits = [BLOCKED_RETRY_SECONDS] if problems else []
         if spec.restore is not None and "restoredFrom" not in status:
             waits.append(RESTORE_POLL_SECONDS)
@@ -180,9 +199,9 @@ class MySQLClusterReconciler:
             if refused:
                 problems.append(Problem(STORAGE_IMMUTABLE, refused, fatal=False))
         if spec.backup.enabled:
-            self.writer.ensure_step(PersistentVolumeClaim, cluster, resources.backup_pvc, problems)
+            self.writer.ensure_step(PersistentVolumeClaim, cluster, backups.backup_pvc, problems)
             if secret_ok:
-                self.writer.ensure_step(CronJob, cluster, resources.backup_cronjob, problems)
+                self.writer.ensure_step(CronJob, cluster, backups.backup_cronjob, problems)
         else:
             self.writer.remove_owned(CronJob, cluster, resources.Names(cluster["metadata"]["name"]).cronjob)
         if sts is None:  # blocked: still report what is running
@@ -253,17 +272,36 @@ class MySQLClusterReconciler:
         for pod in self.client.list(Pod, namespace, selector):
             if pod["metadata"]["name"] != resources.Names(meta["name"]).first_pod:
                 continue
-            for init in (pod.get("status") or {}).get("initContainerStatuses") or []:
-                if init.get("name") != "restore":
-                    continue
-                ended = (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get(
-                    "terminated"
-                )
-                if ended and ended.get("exitCode"):
-                    said = (ended.get("message") or "").strip() or f"exit code {ended['exitCode']}"
-                    message = f"pod {pod['metadata']['name']}'s restore container failed: {said}"
-                    return False, [Problem(RESTORE_FAILED, message, fatal=False)]
+            ended = init_ended(pod, "restore")
+            if ended and ended.get("exitCode"):
+                said = (ended.get("message") or "").strip() or f"exit code {ended['exitCode']}"
+                message = f"pod {pod['metadata']['name']}'s restore container failed: {said}"
+                return False, [Problem(RESTORE_FAILED, message, fatal=False)]
         return False, []
+
+    def _restore_notes(self, cluster: Obj) -> str:
+        """What pod 0's restore said when it succeeded (the archive, and any newer one it skipped)."""
+        meta = cluster["metadata"]
+        pod = self.client.get(Pod, meta["namespace"], resources.Names(meta["name"]).first_pod)
+        ended = init_ended(pod, "restore") if pod else None
+        return (ended or {}).get("message", "").strip() if ended and not ended.get("exitCode") else ""
+
+    def _configure_failures(self, cluster: Obj) -> list[Problem]:
+        """Database pods whose `configure` refused to start them (data of another engine or release,
+        `database.identity`), with its one-line reason."""
+        meta = cluster["metadata"]
+        problems = []
+        for pod in self.client.list(Pod, meta["namespace"], resources.database_selector(meta["name"])):
+            ended = init_ended(pod, "configure")
+            if not ended or not ended.get("exitCode"):
+                continue
+            said = (ended.get("message") or "").strip() or f"exit code {ended['exitCode']}"
+            reason = DATADIR_MISMATCH if said.startswith(DATADIR_MISMATCH) else "ConfigureFailed"
+            message = (
+                f"pod {pod['metadata']['name']} cannot start: {said.removeprefix(DATADIR_MISMATCH + ': ')}"
+            )
+            problems.append(Problem(reason, message, fatal=False))
+        return problems
 
     def _ensure_credentials(self, cluster: Obj, spec: MySQLClusterSpec, problems: list[Problem]) -> bool:
         """The credentials Secret, generated for a new cluster only. Missing while data is left, it

@@ -21,17 +21,20 @@ primary too, so both begin from `<statefulset>-0`.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from ..api.v1 import SWITCHOVER_ANNOTATION, MySQLClusterSpec
+from ..database import actions
 from ..database.engines import Engine
 from ..database.failover import Assessment, assess, cut_off, due
 from ..database.replication import PRIMARY, REPLICA, ROLE_LABEL
+from ..runtime.podexec import ExecError
 from .children import resources
 from .children.problems import Problem
 from .failover import Steps, forget_switchover
 from .kinds import PersistentVolumeClaim, Pod
-from .members import CONNECTION_ERRNOS, Executor, Outcome, View
+from .members import CONNECTION_ERRNOS, Executor, Outcome, View, run
 from .status import format_time, parse_time
 from .writer import Writer
 
@@ -83,6 +86,10 @@ class Roles:
             and (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) == PRIMARY
         ):
             out.roles.update(primary=first, primaryClaimUID=member.claim_uid)
+            if not (out.cluster.get("status") or {}).get("datadirOwner"):
+                owner = self._server_user(view, first)
+                if owner:
+                    out.roles["datadirOwner"] = owner
         self.label(view, first, None, moving=False)
         return out
 
@@ -137,6 +144,18 @@ class Roles:
             patch = {"metadata": {"labels": {ROLE_LABEL: wanted}}}
             self.w.client.patch_merge(Pod, view.namespace, name, patch)
             log.info("labelled", extra={"pod": name, "namespace": view.namespace, "role": wanted})
+
+    def _server_user(self, view: View, pod: str) -> str | None:
+        """uid:gid of the image's `mysql` user (the datadir's owner, whom the backup pods run as); asked
+        once, when the primary is first recorded. None when it cannot be told (the backups then use
+        the official images' 999:999)."""
+        try:
+            result = run(self.executor, view, pod, actions.SERVER_USER)
+        except ExecError as exc:
+            log.info("server user unknown", extra={"pod": pod, "error": str(exc)})
+            return None
+        owner = result.stdout.strip()
+        return owner if result.code == 0 and re.fullmatch(r"[1-9][0-9]*:[0-9]+", owner) else None
 
     # -- helpers --------------------------------------------------------------------------------
 

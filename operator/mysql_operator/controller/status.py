@@ -22,7 +22,9 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
 ROLE_FIELDS = ("primary", "primaryClaimUID", "primaryLostSince", "failover")
-"""Status fields that record the database's roles (`roles`): kept by every status write."""
+"""Status fields that record the database's roles (`roles`)."""
+RECORDED_FIELDS = (*ROLE_FIELDS, "upgradeFrom", "datadirOwner")
+"""Records: kept by every status write, changed only by the pass that names them (`records`)."""
 
 
 def format_time(when: datetime) -> str:
@@ -57,7 +59,7 @@ def compute_status(
     deleting: bool = False,
     now: datetime | None = None,
     final_backup: Obj | None = None,
-    roles: Obj | None = None,
+    records: Obj | None = None,
 ) -> Obj:
     """The status the cluster should have, given its StatefulSet (None: not there) and problems.
 
@@ -136,8 +138,8 @@ def compute_status(
     restored = (cluster.get("status") or {}).get("restoredFrom")
     if restored:  # a record, like finalBackup: kept by every later status write
         status["restoredFrom"] = restored
-    for key in ROLE_FIELDS:  # records too: who is primary, since when lost, the last failover
-        value = (roles or {}).get(key, (cluster.get("status") or {}).get(key))
+    for key in RECORDED_FIELDS:
+        value = (records or {}).get(key, (cluster.get("status") or {}).get(key))
         if value is not None:
             status[key] = value
     return status

@@ -164,8 +164,19 @@ def choose(
     return Choice(spec.engine, spec.version)
 
 
-def building(cluster: Obj, choice: Choice) -> Obj:
-    """`cluster` with the chosen engine and tag in its spec (a shallow copy the children are built
-    from; the object itself is never written back)."""
+def upgrade_record(cluster: Obj, choice: Choice) -> Obj:
+    """`{"upgradeFrom": tag}` when the chosen tag upgrades what the pods ran (`status.version`, an older
+    release): the datadirs may then be opened by the newer release (`database.identity`). Empty
+    otherwise: the record stays as it was, so the pods' template changes only when an upgrade begins."""
+    ran = (cluster.get("status") or {}).get("version")
+    if ran and choice.reason is None and older(ran, choice.tag) and release(ran) != release(choice.tag):
+        return {"upgradeFrom": ran}
+    return {}
+
+
+def building(cluster: Obj, choice: Choice, records: Obj | None = None) -> Obj:
+    """`cluster` with the chosen engine and tag in its spec, and `records` over its status (a shallow
+    copy the children are built from; the object itself is never written back)."""
     spec = {**(cluster.get("spec") or {}), "engine": choice.engine, "version": choice.tag}
-    return {**cluster, "spec": spec}
+    status = {**(cluster.get("status") or {}), **(records or {})}
+    return {**cluster, "spec": spec, "status": status}

@@ -56,12 +56,14 @@ def mysql_pod_spec(
     port: int,
     tls_secret: str,
     semi_sync: bool = False,
+    identity_env: tuple[Obj, ...] = (),
     first_init: tuple[Obj, ...] = (),
     volumes: tuple[Obj, ...] = (),
 ) -> Obj:
     """The pod template's spec. `first_init` runs before `configure` (a restore fills the datadir
     first); `volumes` are theirs. `primary_host` is where replicas replicate from: the Service that
-    selects whichever pod is labelled primary."""
+    selects whichever pod is labelled primary. `identity_env`: what `configure` checks kept data against
+    and records in a new datadir (`identity.py`): SERVER_VERSION, CLUSTER_NAME, CLUSTER_UID, UPGRADE_FROM."""
     semi = {"name": "SEMI_SYNC", "value": "on" if semi_sync else "off"}
     data = {"name": data_volume, "mountPath": data_dir}
     conf = {"name": "conf", "mountPath": CONF_DIR}
@@ -72,7 +74,9 @@ def mysql_pod_spec(
         "name": "configure",
         "image": image,  # has sh; one image to pull per node
         "command": ["sh", "-c", configure_script(engine, data_dir)],
-        "env": [password_env, semi],
+        "env": [password_env, semi, *identity_env],
+        # A refusal (data of another engine or release) is one line: the operator shows it in status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
             conf,
             initdb,

@@ -5,7 +5,8 @@ set by the operator and read by the pod through a downward API file: a failover 
 the label, and the Service `<name>-primary` (which selects it) with it. What must hold whatever happened
 before — a killed init, a restart, a lost pod, a moved label — is settled on every start, never once:
 
-* `configure` (init container) writes the server's my.cnf (`server-id = 100 + ordinal`, GTIDs, the
+* `configure` (init container) first refuses data another engine or release wrote (`identity.py`),
+  then writes the server's my.cnf (`server-id = 100 + ordinal`, GTIDs, the
   TLS files, semi-sync when asked) and the clients' option file (root's password, 0600, on a memory
   volume: no password is ever an argument of a process). **Every server starts read-only** once its
   datadir is initialised (not during the image's init phase, whose own writes would be refused).
@@ -30,6 +31,8 @@ calls into the sidecar (`database.actions`); the sidecar never promotes anything
 from __future__ import annotations
 
 from .engines import Engine
+from .identity import IDENTITY_FILE
+from .identity import functions as identity_functions
 
 SERVER_ID_BASE = 100
 """server-id 0 refuses replication and 1 is many tools' default: start well clear of both."""
@@ -80,6 +83,7 @@ def configure_script(
     initdb_dir: str = INITDB_DIR,
     run_dir: str = RUN_DIR,
     tls_source_dir: str = TLS_SOURCE_DIR,
+    termination_log: str = "/dev/termination-log",
 ) -> str:
     """The `configure` init container's script. The directories are the pod's mount paths; they are
     parameters so the script can run outside a pod too (tests run it in a temporary directory)."""
@@ -88,9 +92,18 @@ def configure_script(
     read_only = "\\n".join(engine.read_only_config)
     pending, active = f"{conf_dir}/readonly.cnf.pending", f"{conf_dir}/readonly.cnf"  # only *.cnf is read
     tls = tls_dir(run_dir)
+    identity = f"{data_dir}/{IDENTITY_FILE}"
     return f"""set -eu
 ordinal="${{HOSTNAME##*-}}"
+ENGINE={engine.name}
 umask 022
+{identity_functions(termination_log)}
+# Data already there (kept, restored, or this pod's own) must be this engine's and release's (identity.py).
+if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
+  identify {data_dir}
+  judge "pod $HOSTNAME's datadir"
+  [ -z "$had_engine" ] || record {data_dir}
+fi
 {{
   echo '[mysqld]'
   echo "server-id=$(({SERVER_ID_BASE} + ordinal))"
@@ -109,8 +122,10 @@ EOF
 # Read-only from the real server's first start on, whatever the ordinal: only a promotion makes a
 # server writable. Not during the init phase: its own writes (the root password) would be refused.
 printf '[mysqld]\\n{read_only}\\n' > {pending}
-cat > {initdb_dir}/zz-initialised.sh <<'EOF'
+cat > {initdb_dir}/zz-initialised.sh <<EOF
 touch {data_dir}/{INITIALISED_MARKER}
+printf 'engine=%s\\nversion=%s\\ncluster=%s\\ncluster-uid=%s\\n' '$ENGINE' '$SERVER_VERSION' \\
+  '$CLUSTER_NAME' '$CLUSTER_UID' > {identity}
 cp {pending} {active}
 EOF
 # The server reads its key as its own user; certificates are public.

@@ -116,7 +116,12 @@ PERMISSIONS: tuple[Permission, ...] = (
         "final backup Job: node affinity of the primary's data volume, so the archive runs in its zone",
         cluster_scoped=True,
     ),
-    Permission("", "events", ("create", "patch"), "event recorder; patch aggregates repeats"),
+    Permission(
+        "",
+        "events",
+        ("create", "patch", "list"),
+        "event recorder (patch aggregates repeats); list: why a final backup Job cannot create its pod",
+    ),
     Permission(
         "storage.k8s.io",
         "storageclasses",

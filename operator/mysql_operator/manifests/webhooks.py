@@ -15,8 +15,9 @@ Choices, each on purpose:
   those, for the same reason (so deletes finish while the webhook is down; E2E-tested).
 - Validating: `failurePolicy: Fail` — a schedule the CronJob controller cannot parse must not get in
   because the webhook was restarting (the reconciler still checks, as a second line).
-- Defaulting: `failurePolicy: Ignore` — pinning the default StorageClass is a convenience; without
-  it the PVCs get the default class anyway.
+- Defaulting: `failurePolicy: Fail` — it pins `spec.version` at create; a cluster created unpinned
+  while the webhook restarted would follow a later operator's default over its kept data (a start then
+  refuses it: `database.identity`). CREATE only, so a down webhook never blocks an edit or a delete.
 - Rules name the hub (v1) with `matchPolicy: Equivalent`: v1beta1 and v1alpha1 requests are converted
   and checked too.
 """
@@ -78,7 +79,7 @@ def webhook_docs() -> list[dict[str, Any]]:
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": "mysql-operator-defaulting", **meta},
-            "webhooks": [_webhook(f"m{v1.SINGULAR}.{v1.GROUP}", MUTATE_PATH, ["CREATE"], "Ignore")],
+            "webhooks": [_webhook(f"m{v1.SINGULAR}.{v1.GROUP}", MUTATE_PATH, ["CREATE"], "Fail")],
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",

@@ -2,9 +2,8 @@
 
 Both see v1 objects only (the configurations' `matchPolicy: Equivalent` makes the apiserver convert).
 Validation: the cron expression as the CronJob controller parses it, a real IANA time zone, and at
-create a StorageClass that exists. Defaulting, at create: the cluster's default StorageClass pinned
-into the spec (the backup volume is made later than the data volumes, and a default changed in between
-would put them on different classes).
+create a StorageClass that exists. Defaulting, at create: the engine's default version and the cluster's
+default StorageClass pinned into the spec (`default`).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from typing import Any, Protocol
 import pykube
 
 from ..api.schedule import valid_schedule
+from ..database.engines import ENGINES
 from ..runtime.reviews import allow
 
 log = logging.getLogger(__name__)
@@ -99,17 +99,28 @@ def validate(request: Obj, classes: StorageClasses | None) -> Obj:
 
 
 def default(request: Obj, classes: StorageClasses | None) -> Obj:
-    """Pin the default StorageClass: the backup volume is made later than the data volumes, and a
-    default that changed in between would put them on different classes."""
-    storage = ((request.get("object") or {}).get("spec") or {}).get("storage")
-    if request.get("operation") != "CREATE" or not isinstance(storage, dict) or classes is None:
+    """At create, pin what would otherwise follow a default that may change later:
+
+    * `spec.version`: the engine's default now. Unset, it would be whatever default the operator has
+      when the cluster is next created over its kept data (an operator upgrade raising 8.0 to 8.4 would
+      then upgrade that data in place); pinned, the data's release is stated. For every served version:
+      the apiserver converts v1alpha1 and v1beta1 requests to v1 for this webhook and back.
+    * the StorageClass: the backup volume is made later than the data volumes, and a default that
+      changed in between would put them on different classes.
+    """
+    spec = (request.get("object") or {}).get("spec")
+    if request.get("operation") != "CREATE" or not isinstance(spec, dict):
         return allow()
-    if storage.get("storageClassName"):
-        return allow()
-    name = classes.default()
-    if not name:
-        return allow()
-    return allow(patch=[{"op": "add", "path": "/spec/storage/storageClassName", "value": name}])
+    patch = []
+    server = ENGINES.get(str(spec.get("engine") or "mysql"))
+    if not spec.get("version") and server is not None:
+        patch.append({"op": "add", "path": "/spec/version", "value": server.default_version})
+    storage = spec.get("storage")
+    if isinstance(storage, dict) and not storage.get("storageClassName") and classes is not None:
+        name = classes.default()
+        if name:
+            patch.append({"op": "add", "path": "/spec/storage/storageClassName", "value": name})
+    return allow(patch=patch) if patch else allow()
 
 
 def _known_zone(zone: str) -> bool:

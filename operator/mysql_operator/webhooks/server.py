@@ -7,7 +7,8 @@
 | `CONVERT_PATH`  | ConversionReview v1    | v1alpha1, v1beta1 ⇄ v1 (`api.conversion`)                     |
 | `VALIDATE_PATH` | AdmissionReview v1     | what CEL cannot say well: cron as the CronJob controller parses |
 |                 |                        | it, a real IANA time zone, a StorageClass that exists          |
-| `MUTATE_PATH`   | AdmissionReview v1     | pins the cluster's default StorageClass into a new cluster      |
+| `MUTATE_PATH`   | AdmissionReview v1     | pins the engine's default version and the default StorageClass |
+|                 |                        | into a new cluster                                             |
 
 The admission webhooks see v1 only (`matchPolicy: Equivalent` makes the apiserver convert), and
 neither is registered for DELETE: a webhook that is down must never keep a cluster from going away.

@@ -10,7 +10,6 @@ outlive the CR as the data does, the Job must outlive the CR's last moments, and
 
 from __future__ import annotations
 
-import math
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,12 +17,11 @@ from typing import Any
 
 from ...api.v1 import API_VERSION, KIND, MAX_REPLICAS, RETAINED_ANNOTATION, MySQLClusterSpec, parse_spec
 from ...database import images
-from ...database.backup import ARCHIVE_SCRIPT, DUMP_SCRIPT, RESTORE_SCRIPT
+from ...database.backup import RESTORE_SCRIPT
 from ...database.engines import engine
 from ...database.pod import mysql_pod_spec
 from ...database.replication import PRIMARY, ROLE_LABEL
 from . import tls
-from .quantity import parse_quantity
 
 Obj = dict[str, Any]
 
@@ -35,21 +33,8 @@ REPLICATION_KEY_ANNOTATION = "db.example.com/replication-password"
 so a Secret from before that key existed is told apart without reading its data on every pass."""
 DATA_VOLUME = "data"
 DATA_DIR = "/var/lib/mysql"
-BACKUP_DIR = "/backup"
 RESTORE_DIR = "/restore"
 """Where a restoring pod mounts the source cluster's backup PVC (read-only)."""
-# The final backup's image (tar and find with no surprises) is configurable: images.Images.backup.
-CLUSTER_UID_ANNOTATION = "db.example.com/cluster-uid"
-FINAL_BACKUP_DEADLINE_FLOOR_SECONDS = 600
-"""Every final backup gets this long, whatever the size: pod scheduling, volume attach, image pull."""
-FINAL_BACKUP_MIN_BYTES_PER_SECOND = 5 * 2**20
-"""The slowest archive rate planned for (5 MiB/s: a throttled CPU running `gzip -1` on a network disk;
-kind on a busy 2-CPU machine measured 10-14 MiB/s, see the README). A final backup still running after
-`floor + data volume size / this rate` fails, so a stuck one cannot hold the finalizer forever, while
-a large healthy one is not cut short as a fixed deadline would."""
-FINAL_BACKUP_TTL_SECONDS = 3600
-"""A finished final-backup Job is kept this long: the finalizer comes off while it still exists (its
-success is already in the cluster's status), and the TTL controller cleans it up."""
 
 
 @dataclass(frozen=True)
@@ -302,8 +287,13 @@ def statefulset(cluster: Obj) -> Obj:
                     port=MYSQL_PORT,
                     tls_secret=names.tls_secret,
                     semi_sync=spec.replication.semi_sync,
+                    identity_env=tuple(identity_env(cluster, spec)),
                     # Once restored, pod 0 no longer needs the source's backups: the claim may go.
-                    **({} if (cluster.get("status") or {}).get("restoredFrom") else _restore_parts(spec)),
+                    **(
+                        {}
+                        if (cluster.get("status") or {}).get("restoredFrom")
+                        else _restore_parts(cluster, spec)
+                    ),
                 ),
             },
             "volumeClaimTemplates": [
@@ -324,41 +314,21 @@ def volume_claim_spec(spec: MySQLClusterSpec) -> Obj:
     return claim
 
 
-def backup_size(spec: MySQLClusterSpec) -> str:
-    """The backup volume's request: one final archive plus the retained dumps.
-
-    Rule: `data size * (1 + (retentionDays + 1) / 2)`, in whole MiB. The archive is planned at the full
-    data volume size (incompressible data; gzip usually halves it), each dump at half of it (a gzipped
-    logical dump is far smaller than InnoDB's pages), and daily dumps are kept `retentionDays + 1` at
-    most (pruning is by whole days). A schedule more often than daily needs a larger class or a volume
-    expansion: the request is fixed when the PVC is created.
-    """
-    data = parse_quantity(spec.storage.size)
-    wanted = data * (spec.backup.retention_days + 3) / 2  # = data * (1 + (retentionDays + 1) / 2)
-    return f"{math.ceil(wanted / 2**20)}Mi"
-
-
-def backup_pvc(cluster: Obj) -> Obj:
-    """Where dumps and final archives go (size: `backup_size`).
-
-    Same StorageClass as the data. Where it is provisioned is the class's `volumeBindingMode`: with
-    WaitForFirstConsumer (local-path, every zonal cloud class) the volume is made where its first
-    consumer is scheduled, which the dump pods' affinity to pod 0 and the final backup Job's affinity
-    to the data volume's node or zone (`final_backup_job`) keep in the data's zone. With Immediate it
-    lands anywhere, and a zonal final backup Job may then be unschedulable.
-    """
-    spec = parse_spec(cluster)
-    claim = volume_claim_spec(spec)
-    claim["resources"] = {"requests": {"storage": backup_size(spec)}}
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(cluster, Names(_name(cluster)).backup_pvc, owned=False),
-        "spec": claim,
-    }
+def identity_env(cluster: Obj, spec: MySQLClusterSpec) -> list[Obj]:
+    """What a datadir (or a restored archive) is judged against (`database.identity`): this pod's
+    release, the cluster's name and uid, and the release an upgrade asked for starts from
+    (`status.upgradeFrom`, kept until the next upgrade, so it changes the template only then)."""
+    upgrade_from = (cluster.get("status") or {}).get("upgradeFrom") or ""
+    return [
+        {"name": "SERVER_VERSION", "value": spec.image_tag},
+        {"name": "CLUSTER_NAME", "value": _name(cluster)},
+        {"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]},
+        # No value when none: the apiserver drops an empty one, and the next compare would differ.
+        {"name": "UPGRADE_FROM", **({"value": upgrade_from} if upgrade_from else {})},
+    ]
 
 
-def _restore_parts(spec: MySQLClusterSpec) -> Obj:
+def _restore_parts(cluster: Obj, spec: MySQLClusterSpec) -> Obj:
     """`mysql_pod_spec`'s extra init container and volume when the cluster restores; none otherwise."""
     if spec.restore is None:
         return {}
@@ -370,6 +340,8 @@ def _restore_parts(spec: MySQLClusterSpec) -> Obj:
         "env": [
             {"name": "SOURCE_CLUSTER", "value": source.cluster},
             {"name": "SOURCE_PVC", "value": source.source_backup_pvc},
+            {"name": "ENGINE", "value": spec.engine},
+            *identity_env(cluster, spec),
         ],
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
@@ -382,138 +354,3 @@ def _restore_parts(spec: MySQLClusterSpec) -> Obj:
         "persistentVolumeClaim": {"claimName": source.source_backup_pvc, "readOnly": True},
     }
     return {"first_init": (container,), "volumes": (volume,)}
-
-
-def _backup_volume(cluster: Obj) -> Obj:
-    return {"name": "backup", "persistentVolumeClaim": {"claimName": Names(_name(cluster)).backup_pvc}}
-
-
-def backup_cronjob(cluster: Obj) -> Obj:
-    name, spec = _name(cluster), parse_spec(cluster)
-    names = Names(name)
-    namespace = cluster["metadata"]["namespace"]
-    container = {
-        "name": "mysqldump",
-        "image": images.current().database(spec.engine, spec.image_tag),
-        "command": ["sh", "-c", DUMP_SCRIPT],
-        "env": [
-            password_env(cluster, "MYSQL_PWD"),
-            {"name": "DUMP", "value": engine(spec.engine).dump},
-            {"name": "MYSQL_HOST", "value": names.primary_host(namespace)},
-            {"name": "RETENTION_DAYS", "value": str(spec.backup.retention_days)},
-        ],
-        "volumeMounts": [{"name": "backup", "mountPath": BACKUP_DIR}],
-    }
-    # Preferred, not required: the primary may be down when a dump is due (the dump then fails on its
-    # own). The first dump pod is usually the backup volume's first consumer (WaitForFirstConsumer), so
-    # this also puts that volume on the primary's node or zone, where the final backup Job needs it.
-    primary = {"matchLabels": {**pod_labels(name, "database"), ROLE_LABEL: PRIMARY}}
-    near_primary = {
-        "podAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": weight, "podAffinityTerm": {"labelSelector": primary, "topologyKey": key}}
-                for weight, key in ((100, "kubernetes.io/hostname"), (50, "topology.kubernetes.io/zone"))
-            ]
-        }
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": _metadata(cluster, names.cronjob),
-        "spec": {
-            "schedule": spec.backup.schedule.cron,
-            **({"timeZone": spec.backup.schedule.time_zone} if spec.backup.schedule.time_zone else {}),
-            # Two dumps at once would only compete for the same primary and volume.
-            "concurrencyPolicy": "Forbid",
-            "successfulJobsHistoryLimit": 3,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {
-                "metadata": {"labels": pod_labels(name, "backup")},
-                "spec": {
-                    "backoffLimit": 2,
-                    "template": {
-                        "metadata": {"labels": pod_labels(name, "backup")},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "affinity": near_primary,
-                            "containers": [container],
-                            "volumes": [_backup_volume(cluster)],
-                        },
-                    },
-                },
-            },
-        },
-    }
-
-
-def final_backup_deadline(spec: MySQLClusterSpec) -> int:
-    """activeDeadlineSeconds of the final backup: a floor plus the data volume's size at the slowest
-    rate planned for (`FINAL_BACKUP_MIN_BYTES_PER_SECOND`)."""
-    size = parse_quantity(spec.storage.size)
-    return FINAL_BACKUP_DEADLINE_FLOOR_SECONDS + math.ceil(size / FINAL_BACKUP_MIN_BYTES_PER_SECOND)
-
-
-def final_backup_job(cluster: Obj, data_node_affinity: Obj | None = None) -> Obj:
-    """Archive the primary's data volume, mounted read-only, into the backup PVC.
-
-    `data_node_affinity`: the data PersistentVolume's `spec.nodeAffinity.required` (a local-path
-    volume names its node, a zonal disk its zone), made the pod's required node affinity. The
-    scheduler would honour the data volume's affinity anyway; stating it on the Job puts the backup
-    volume, when this Job is its first consumer (WaitForFirstConsumer), in the same place, instead of
-    wherever the backup volume alone would have fit.
-
-    Created only once every database pod is gone (`controller.finalizer` scales the StatefulSet to 0 first):
-    mysqld has shut down cleanly, so the datadir is consistent for every engine, and the volume is
-    free to attach wherever this pod lands (ReadWriteOnce). backoffLimit 0: the reconciler retries
-    a failure itself, counting attempts in status and backing off.
-    """
-    name = _name(cluster)
-    names = Names(name)
-    meta = _metadata(cluster, names.final_backup_job, owned=False)
-    meta["labels"] = pod_labels(name, "final-backup")
-    # The Job outlives the CR; the uid tells a leftover of an earlier cluster of the same name.
-    meta["annotations"] = {CLUSTER_UID_ANNOTATION: cluster["metadata"]["uid"]}
-    data_volume = {
-        "name": DATA_VOLUME,
-        "persistentVolumeClaim": {"claimName": primary_data_claim(cluster), "readOnly": True},
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": final_backup_deadline(parse_spec(cluster)),
-            "ttlSecondsAfterFinished": FINAL_BACKUP_TTL_SECONDS,
-            "template": {
-                "metadata": {"labels": pod_labels(name, "final-backup")},
-                "spec": {
-                    "restartPolicy": "Never",
-                    **(
-                        {
-                            "affinity": {
-                                "nodeAffinity": {
-                                    "requiredDuringSchedulingIgnoredDuringExecution": data_node_affinity
-                                }
-                            }
-                        }
-                        if data_node_affinity
-                        else {}
-                    ),
-                    "containers": [
-                        {
-                            "name": "archive",
-                            "image": images.current().backup,
-                            "command": ["sh", "-c", ARCHIVE_SCRIPT],
-                            "env": [{"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]}],
-                            "volumeMounts": [
-                                {"name": DATA_VOLUME, "mountPath": DATA_DIR, "readOnly": True},
-                                {"name": "backup", "mountPath": BACKUP_DIR},
-                            ],
-                        }
-                    ],
-                    "volumes": [data_volume, _backup_volume(cluster)],
-                },
-            },
-        },
-    }
