@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 KIND_CLUSTER ?= envtest
 export GOTOOLCHAIN ?= local
 
-.PHONY: script-shells setup binaries test unit e2e test-versions durations run bench manifests lint kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
+.PHONY: script-shells setup binaries test unit e2e test-versions durations run bench manifests lint docs docs-serve dist kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
 
 # Both distributions editable, and the contributor's dev group (pip >= 25.1 reads [dependency-groups]).
 $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.toml
@@ -29,8 +29,11 @@ script-shells: ## dash and busybox on this machine (apt-get; changes the host)
 binaries: $(VENV)/.installed
 	$(VENV)/bin/envtest binaries install
 
-test: setup ## unit + e2e (local control plane), in parallel
-	$(PY) -m pytest tests -n $(WORKERS) $(PYTEST_ARGS)
+# A skip is a test that proved nothing: `make test` fails on any skip but the documented kind-only ones
+# (hack/skipcheck.py KIND_ONLY; docs/ci.md). Every test runs under a time limit (tests/conftest.py).
+test: setup ## unit + e2e (local control plane), in parallel; fails on a skip that is not kind-only
+	$(PY) -m pytest tests -n $(WORKERS) -rs --junitxml=artifacts/junit-test.xml $(PYTEST_ARGS)
+	$(PY) hack/skipcheck.py artifacts/junit-test.xml --max-skipped 0 --allow-kind-only
 
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit -n $(WORKERS) $(PYTEST_ARGS)
@@ -76,12 +79,28 @@ bench: setup
 manifests: $(VENV)/.installed ## regenerate api/crd and operator/config/rbac.yaml from the pydantic models
 	$(PY) -m mysql_operator.manifests
 
+# The documentation site (MkDocs + Material): --strict turns a broken link, a page missing from the nav
+# or a failing hook (docs/hooks/configref.py: the configuration reference) into an error.
+docs: $(VENV)/.installed ## build the documentation site into site/ (mkdocs build --strict)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(VENV)/.installed ## the documentation site on http://127.0.0.1:8000, rebuilt on every edit
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
+# What a release publishes (.github/workflows/release.yml): each distribution's sdist, and its wheel built
+# from that sdist, checked by twine (metadata, README rendering).
+dist: $(VENV)/.installed ## sdists and wheels of kube-envtest and mysqlcluster-operator into dist/, twine-checked
+	rm -rf dist
+	for project in envtest operator; do $(PY) -m build --outdir dist $$project || exit 1; done
+	$(PY) -m twine check --strict dist/*
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m mysql_operator.manifests --check
 	GOBIN=$(CURDIR)/$(VENV)/bin go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 	$(VENV)/bin/actionlint
+	$(PY) hack/lint_doc_workflows.py $(VENV)/bin/actionlint
 
 # kind: the binary on PATH, else built once with go at the pinned version; the node image is one docker has
 # or can pull (ENVTEST_KIND_IMAGE, else the pinned one), else the offline one `make kind-image` built (cached
@@ -167,4 +186,4 @@ deploy: ## CRD, RBAC and the operator Deployment into the current kubectl contex
 
 clean:
 	$(VENV)/bin/envtest down --all 2>/dev/null || true
-	rm -rf $(VENV) artifacts .pytest_cache
+	rm -rf $(VENV) artifacts .pytest_cache site dist

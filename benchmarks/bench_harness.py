@@ -7,7 +7,7 @@ Default: a generated suite in a temp dir (each test: a namespace, the reference 
 with the project's RBAC, one MySQLCluster converging to Running, teardown with the finalizer
 processed), run with `-n 0` and then `-n 2`. The plugin appends each fixture's timing to
 $ENVTEST_TIMINGS (`envtest.plugin.context`); per test, the overhead is their sum: namespace_create +
-operator_start + operator_teardown + namespace_delete (the budget is 0.15 s median, issue 13).
+operator_start + operator_teardown + namespace_delete (the project's budget is 0.15 s median).
 
 `--against PYTHON --pairs 5`: the same generated suite's wall time under this interpreter's harness and
 under another install's (say a checkout of an older commit), in alternating pairs at `-n 0` and `-n 2`
@@ -39,7 +39,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 PARTS = ("namespace_create", "operator_start", "operator_teardown", "namespace_delete")
 BACKGROUND = ("namespace_release",)
 BUDGET = 0.15
-"""Seconds: the median per-test overhead issue 13 asks for."""
+"""Seconds: the project's budget for the median per-test overhead."""
 
 INI = f"""
 [pytest]

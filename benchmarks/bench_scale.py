@@ -45,7 +45,7 @@ from mysql_operator.controller.children import resources
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 RSS_GOAL_MB = 100.0
-"""The reference operator's peak RSS goal at 1000 clusters (issue 13)."""
+"""The reference operator's peak RSS goal at 1000 clusters."""
 CREATE_THREADS = 8
 QUIET_TAIL = 3.0
 """Seconds counted after the last cluster is Running: writes its last status write triggers."""

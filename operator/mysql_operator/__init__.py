@@ -23,6 +23,9 @@ from .api.v1 import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION, MySQLClusterSpec, M
 from .controller.reconciler import MySQLClusterReconciler
 from .controller.wiring import build_manager
 
+__version__ = "0.2.0"
+"""The distribution's version: its pyproject.toml reads it from here (the one place it is set)."""
+
 __all__ = [
     "FINALIZER",
     "SKIP_FINAL_BACKUP_ANNOTATION",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import distkit
 import kubernetes
 import pytest
 import requests
@@ -87,3 +89,10 @@ def core(cluster: Any) -> Iterator[kubernetes.client.CoreV1Api]:
     client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
     yield kubernetes.client.CoreV1Api(client)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def harness_python(tmp_path_factory: pytest.TempPathFactory, timeouts: Timeouts) -> Path:
+    """The python of the run's harness-only venv (kube-envtest[kopf,async] and the examples' own
+    requirements: what a stranger installs, nothing else of this repository; see distkit)."""
+    return distkit.harness_venv(tmp_path_factory, timeout=timeouts(900))

@@ -7,7 +7,8 @@ anything: this pytest plugin does it for it, the way its pods would have served:
 - a pod running its ``port-server.py`` (image ``python``): an echo server on each port it names;
 - a pod of image ``nginx``: an HTTP server answering nginx's welcome page on port 80.
 
-Load it beside the suite, against a plane of `envtest up` (README: "The Python client's E2E suite"):
+Load it beside the suite, against a plane of `envtest up` (docs/fake-pods.md, "The Python client's E2E
+suite"):
 ``PYTHONPATH=tests/e2e pytest -p pyclient_standins …/kubernetes/e2e_test``. The plane is the one
 KUBECONFIG points at (its pods directory sits beside its admin kubeconfig).
 """
@@ -30,12 +31,14 @@ NGINX_PAGE = b"<html><body><h1>Welcome to nginx!</h1></body></html>\n"
 
 
 def echo(conn: socket.socket) -> None:
+    conn.settimeout(300)  # an idle client frees the handler's thread in the end
     while data := conn.recv(65536):
         conn.sendall(data)
 
 
 def nginx(conn: socket.socket) -> None:
     request = b""
+    conn.settimeout(60)
     while b"\r\n\r\n" not in request and (chunk := conn.recv(65536)):
         request += chunk
     head = f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {len(NGINX_PAGE)}\r\n"

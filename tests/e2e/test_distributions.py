@@ -8,18 +8,14 @@ from this repository, and each goes into a fresh virtualenv that holds nothing e
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
+import tarfile
 import textwrap
-import venv
+import zipfile
 from pathlib import Path
 from typing import Any
 
+import distkit
 import pytest
-
-from envtest import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.envtest_local  # local binaries for `envtest up`
@@ -39,33 +35,73 @@ def _limit(timeouts: Any) -> None:
 
 
 def _run(*argv: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
-    out = subprocess.run(
-        [str(a) for a in argv], capture_output=True, text=True, env=env, cwd=cwd, timeout=LIMIT[0]
-    )
-    assert out.returncode == 0, f"{argv}: exit {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out.stdout
+    return distkit.run(*argv, env=env, cwd=cwd, timeout=LIMIT[0])
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both distributions built as `make dist` builds them: the sdist, then the wheel from it."""
     dist = tmp_path_factory.mktemp("dist")
     for project in ("envtest", "operator"):
         # From a copy: a build in the tree leaves build/ there, and two xdist workers may build at once.
-        source = tmp_path_factory.mktemp("src") / project
-        shutil.copytree(
-            ROOT / project, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-        )
-        _run(sys.executable, "-m", "build", "--wheel", "--outdir", dist, source)
-    (harness,) = dist.glob("kube_envtest-*.whl")
-    (operator,) = dist.glob("mysqlcluster_operator-*.whl")
+        source = distkit.copy_project(project, tmp_path_factory.mktemp("src"))
+        # What a working checkout holds beside the code, which no distribution may carry.
+        package = next(p for p in (source / "src" / "envtest", source / "mysql_operator") if p.is_dir())
+        (package / "__pycache__").mkdir(exist_ok=True)
+        (package / "__pycache__" / "stray.cpython-311.pyc").write_bytes(b"\0")
+        (source / ".pytest_cache").mkdir()
+        (source / "tests").mkdir()
+        (source / "tests" / "test_stray.py").write_text("def test_stray(): pass\n")
+        distkit.build(source, dist, timeout=LIMIT[0])
+    return dist
+
+
+@pytest.fixture(scope="module")
+def wheels(dists: Path) -> dict[str, Path]:
+    (harness,) = dists.glob("kube_envtest-*.whl")
+    (operator,) = dists.glob("mysqlcluster_operator-*.whl")
     return {"harness": harness, "operator": operator}
 
 
+def _members(archive: Path) -> list[str]:
+    if archive.suffix == ".whl":
+        with zipfile.ZipFile(archive) as zf:
+            return zf.namelist()
+    with tarfile.open(archive) as tf:
+        return [m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name and m.isfile()]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "package"),
+    [("kube_envtest-*", "envtest"), ("mysqlcluster_operator-*", "mysql_operator")],
+)
+def test_sdist_and_wheel_hold_the_package_and_its_licence_and_no_tests_or_caches(
+    dists: Path, pattern: str, package: str
+) -> None:
+    archives = sorted(dists.glob(pattern))
+    assert sorted(a.suffix for a in archives) == [".gz", ".whl"], archives  # one sdist, one wheel
+    licence = (ROOT / "LICENSE").read_text()
+    for archive in archives:
+        members = _members(archive)
+        assert any(f"{package}/__init__.py" in m for m in members), (archive.name, members[:20])
+        assert any(m == "LICENSE" or m.endswith(".dist-info/licenses/LICENSE") for m in members), archive.name
+        strays = [
+            m
+            for m in members
+            if "__pycache__" in m or m.endswith(".pyc") or ".pytest_cache" in m
+            or m.startswith("tests/") or "/tests/" in m or "test_stray" in m
+        ]  # fmt: skip
+        assert strays == [], (archive.name, strays)
+        if archive.suffix == ".whl":
+            with zipfile.ZipFile(archive) as zf:
+                (name,) = [m for m in members if m.endswith(".dist-info/licenses/LICENSE")]
+                assert zf.read(name).decode() == licence
+                metadata = zf.read(next(m for m in members if m.endswith(".dist-info/METADATA"))).decode()
+            assert "License-Expression: Apache-2.0" in metadata
+
+
 def _venv_with(wheel: Path, where: Path) -> Path:
-    venv.create(where, with_pip=True)
-    python = where / "bin" / "python"
-    _run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
-    return python
+    return distkit.venv_with(wheel, where, timeout=LIMIT[0])
 
 
 def _missing(python: Path, modules: tuple[str, ...]) -> list[str]:
@@ -76,13 +112,7 @@ def _missing(python: Path, modules: tuple[str, ...]) -> list[str]:
 
 
 def _clean_env(python: Path, home: Path) -> dict[str, str]:
-    # Nothing of this repository on the path: no PYTHONPATH, a working directory outside it.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST", "VIRTUAL_ENV"))}
-    env["PATH"] = f"{python.parent}:{env.get('PATH', '')}"
-    env["KUBEBUILDER_ASSETS"] = str(binaries.cache_dir())  # the binaries this run already has
-    env["ENVTEST_KWOK_STAGES"] = str(binaries.kwok_stages_dir())
-    env["XDG_CACHE_HOME"] = str(home / "cache")  # its own plane state: nothing shared with this run
-    return env
+    return distkit.clean_env(python, home)
 
 
 def test_the_harness_installs_alone_and_its_plugin_and_cli_work(

@@ -1,12 +1,13 @@
 """The example projects in examples/ pass as a user would run them: pytest started in the example's
-folder, configured by its pytest.ini alone (no conftest.py), under xdist, here against this
-session's cluster (`--envtest-backend=existing`, so the running plane is reused, not started again)."""
+folder, configured by its pytest.ini alone (no conftest.py), under xdist, from a virtualenv that holds
+the harness's wheel (with its kopf and async extras) and the example's own requirements — nothing
+else of this repository —, here against this session's cluster (`--envtest-backend=existing`, so
+the running plane is reused, not started again)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -16,26 +17,32 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _inner_env(kubeconfig: Path) -> dict[str, str]:
+def _inner_env(kubeconfig: Path, python: Path) -> dict[str, str]:
     # Nothing of this run leaks in: an inherited ENVTEST_RUN_ID would make the inner run's sweep
-    # take this run's namespaces for its own; xdist's variables would make it a worker of ours.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVTEST_", "PYTEST_"))}
+    # take this run's namespaces for its own; xdist's variables would make it a worker of ours;
+    # PYTHONPATH or this venv's bin/ would let this repository's own packages in.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ENVTEST_", "PYTEST_", "PYTHON", "VIRTUAL_ENV"))
+    }
     env["KUBECONFIG"] = str(kubeconfig)
+    env["PATH"] = f"{python.parent}:/usr/bin:/bin"
     return env
 
 
 @pytest.mark.parametrize(
     ("example", "tests"),
-    [("kopf_widgets", 3), ("client_configmaps", 4)],
+    [("kopf_widgets", 4), ("client_configmaps", 4), ("async_mirror", 3), ("kopf_tenants", 4)],
 )
 def test_example_suite_passes_with_its_pytest_ini_alone(
-    example: str, tests: int, envtest_cluster: Any, tmp_path: Path, timeouts: Any
+    example: str, tests: int, envtest_cluster: Any, harness_python: Path, tmp_path: Path, timeouts: Any
 ) -> None:
     folder = EXAMPLES / example
     assert not (folder / "conftest.py").exists(), "the examples show that no glue is needed"
     report = tmp_path / "report.xml"
     args = [
-        sys.executable,
+        str(harness_python),
         "-m",
         "pytest",
         "-n",
@@ -52,7 +59,7 @@ def test_example_suite_passes_with_its_pytest_ini_alone(
     result = subprocess.run(
         args,
         cwd=folder,
-        env=_inner_env(envtest_cluster.kubeconfig),
+        env=_inner_env(envtest_cluster.kubeconfig, harness_python),
         capture_output=True,
         text=True,
         timeout=timeouts(600),

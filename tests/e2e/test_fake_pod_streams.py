@@ -74,6 +74,13 @@ def _kubectl(
 # -- exec ---------------------------------------------------------------------------------------------
 
 
+def _run_to_end(resp: Any, timeouts: Timeouts) -> None:
+    """Read a websocket exec stream until the command ends, for at most 30 s (scaled): a stream
+    that never closes fails the test instead of holding the run."""
+    resp.run_forever(timeout=timeouts(30))
+    assert not resp.is_open(), "the exec stream was still open after 30 s"
+
+
 def test_exec_runs_in_the_pods_sandbox_with_its_env_and_working_dir(
     core: k8s_client.CoreV1Api, namespace: str, fake_pods: FakePods, timeouts: Timeouts
 ) -> None:
@@ -81,21 +88,26 @@ def test_exec_runs_in_the_pods_sandbox_with_its_env_and_working_dir(
     out = stream(
         core.connect_get_namespaced_pod_exec, "app", namespace,
         command=["sh", "-c", 'pwd; echo "MODE=$MODE"'], stdout=True, stderr=True, stdin=False, tty=False,
+        _request_timeout=timeouts(30),
     )  # fmt: skip
     assert out.splitlines() == [str(fake_pods.sandbox("app") / "srv" / "app"), "MODE=test"]
 
 
-def test_python_client_sees_the_exit_code(core: k8s_client.CoreV1Api, namespace: str, pod: str) -> None:
+@pytest.mark.envtest_pod_exec
+def test_python_client_sees_the_exit_code(
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, timeouts: Timeouts
+) -> None:
     resp = stream(
         core.connect_get_namespaced_pod_exec, pod, namespace,
         command=["sh", "-c", "echo out; echo err >&2; exit 3"],
         stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False,
     )  # fmt: skip
-    resp.run_forever()
+    _run_to_end(resp, timeouts)
     assert (resp.read_stdout(), resp.read_stderr()) == ("out\n", "err\n")
     assert resp.returncode == 3
 
 
+@pytest.mark.envtest_pod_exec
 def test_kubectl_exec_passes_stdin_through_and_exits_with_the_commands_code(
     kubectl: str, cluster: Any, namespace: str, pod: str, timeouts: Timeouts
 ) -> None:
@@ -106,25 +118,29 @@ def test_kubectl_exec_passes_stdin_through_and_exits_with_the_commands_code(
     assert (done.returncode, done.stdout) == (3, "line one\nline two\n"), done.stderr
 
 
+@pytest.mark.envtest_pod_exec
 def test_exec_with_a_tty_runs_on_a_terminal_and_delivers_all_its_output(
-    core: k8s_client.CoreV1Api, namespace: str, pod: str
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, timeouts: Timeouts
 ) -> None:
     for _ in range(5):  # the last output of a command that exits at once must not be lost
         out = stream(
             core.connect_get_namespaced_pod_exec, pod, namespace,
             command=["sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty"],
-            stdout=True, stderr=True, stdin=True, tty=True,
+            stdout=True, stderr=True, stdin=True, tty=True, _request_timeout=timeouts(30),
         )  # fmt: skip
         assert out.strip() == "on-a-tty"
 
 
-def test_a_missing_command_fails_naming_it(core: k8s_client.CoreV1Api, namespace: str, pod: str) -> None:
+@pytest.mark.envtest_pod_exec
+def test_a_missing_command_fails_naming_it(
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, timeouts: Timeouts
+) -> None:
     resp = stream(
         core.connect_get_namespaced_pod_exec, pod, namespace,
         command=["no-such-command-envtest"], stdout=True, stderr=True, stdin=False, tty=False,
         _preload_content=False,
     )  # fmt: skip
-    resp.run_forever()
+    _run_to_end(resp, timeouts)
     assert "no-such-command-envtest" in resp.read_channel(ERROR_CHANNEL)
 
 
@@ -210,16 +226,18 @@ def test_attach_streams_what_the_container_writes_from_then_on(
 
 
 def _shout(conn: socket.socket) -> None:
+    conn.settimeout(30)  # a client that never writes ends this handler, not holds it
     data = conn.recv(1024)
     conn.sendall(data.upper())
 
 
 def test_python_client_port_forward_reaches_the_registered_handler(
-    core: k8s_client.CoreV1Api, namespace: str, pod: str, fake_pods: FakePods
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, fake_pods: FakePods, timeouts: Timeouts
 ) -> None:
     fake_pods.serve_port(pod, 8080, _shout)
     pf = portforward(core.connect_get_namespaced_pod_portforward, pod, namespace, ports="8080")
     sock = pf.socket(8080)
+    sock.settimeout(timeouts(30))
     sock.sendall(b"hello")
     assert sock.recv(1024) == b"HELLO"
     sock.close()
@@ -279,23 +297,42 @@ def test_kwok_server_listens_on_loopback_and_refuses_clients_without_a_plane_cer
         assert b"200 OK" not in plain.recv(1024)  # no plain HTTP beside the TLS server
 
 
-# -- opting out of exec -------------------------------------------------------------------------------
+# -- exec is the test's to allow ----------------------------------------------------------------------
 
 
-@pytest.mark.envtest_private(pod_exec=False)
-def test_a_plane_without_exec_refuses_it_naming_the_pod_and_still_serves_logs(
-    private_cluster: Any, timeouts: Timeouts
+def test_exec_the_test_did_not_ask_for_is_refused_naming_the_pod_and_runs_nothing_here(
+    core: k8s_client.CoreV1Api, namespace: str, pod: str, tmp_path: Path, timeouts: Timeouts
 ) -> None:
-    core = k8s_client.CoreV1Api(private_cluster.k8s)
-    _run_pod(core, "default", "no-exec", timeouts)
+    # What an operator under test might send into its database pod: it must not reach this machine.
+    marker = tmp_path / "ran-on-the-host"
     resp = stream(
-        core.connect_get_namespaced_pod_exec, "no-exec", "default",
+        core.connect_get_namespaced_pod_exec, pod, namespace,
+        command=["touch", str(marker)], stdout=True, stderr=True, stdin=False, tty=False,
+        _preload_content=False,
+    )  # fmt: skip
+    _run_to_end(resp, timeouts)
+    status = json.loads(resp.read_channel(ERROR_CHANNEL))
+    assert status["status"] == "Failure"
+    assert f"exec in pod {namespace}/{pod} is off" in status["message"]
+    assert not marker.exists()
+    assert "no log written yet" in core.read_namespaced_pod_log(pod, namespace), "logs still served"
+
+
+def test_fake_pods_allow_exec_in_the_tests_namespace_only(
+    core: k8s_client.CoreV1Api, namespace: str, fake_pods: FakePods, timeouts: Timeouts
+) -> None:
+    _run_pod(core, namespace, "mine", timeouts)
+    assert stream(
+        core.connect_get_namespaced_pod_exec, "mine", namespace,
+        command=["echo", "allowed"], stdout=True, stderr=True, stdin=False, tty=False,
+    ).strip() == "allowed"  # fmt: skip
+    fake_pods.forbid_exec()
+    resp = stream(
+        core.connect_get_namespaced_pod_exec, "mine", namespace,
         command=["true"], stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False,
     )  # fmt: skip
-    resp.run_forever()
-    status = json.loads(resp.read_channel(ERROR_CHANNEL))
-    assert 'no exec found for container "main" in pod "default/no-exec"' in status["message"]
-    assert "no log written yet" in core.read_namespaced_pod_log("no-exec", "default")
+    _run_to_end(resp, timeouts)
+    assert "is off" in json.loads(resp.read_channel(ERROR_CHANNEL))["message"]
 
 
 # -- failure artifacts ----------------------------------------------------------------------------------

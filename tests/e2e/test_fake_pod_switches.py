@@ -1,5 +1,6 @@
-"""`envtest up --no-pod-exec`: a kept plane whose fake pods refuse exec, naming the pod, while their
-logs still work; and `envtest up` refuses to reuse it with exec asked for (see supervisor.differences)."""
+"""`envtest up`: a kept plane whose fake pods refuse exec, naming the pod, until exec is allowed for
+their namespace, while their logs still work; and `envtest up --pod-exec` (exec everywhere) refuses
+to reuse it (see supervisor.differences)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from kubernetes.stream.ws_client import ERROR_CHANNEL
 from mysqlkit import Timeouts
 
 from envtest import binaries, eventually
-from envtest.plane import supervisor
+from envtest.plane import streams, supervisor
 
 pytestmark = pytest.mark.envtest_local  # the plane runs from the local binaries, with kwok
 
 
-def test_envtest_up_no_pod_exec_refuses_exec_naming_the_pod_and_serves_logs(
+def test_envtest_up_refuses_exec_naming_the_pod_until_its_namespace_is_allowed(
     tmp_path: Path, timeouts: Timeouts
 ) -> None:
     name = f"no-exec-{uuid.uuid4().hex[:8]}"
@@ -41,12 +42,12 @@ def test_envtest_up_no_pod_exec_refuses_exec_naming_the_pod_and_serves_logs(
         )  # fmt: skip
 
     try:
-        up = envtest("up", "--name", name, "--no-pod-exec")
+        up = envtest("up", "--name", name)
         assert up.returncode == 0, up.stderr
         state = supervisor.read_state(tmp_path / "cache" / "envtest" / "clusters" / name)
         assert state is not None and (state.pod_streams, state.pod_exec) == (True, False)
 
-        with_exec = envtest("up", "--name", name)
+        with_exec = envtest("up", "--name", name, "--pod-exec")
         assert with_exec.returncode == 1
         assert "pod_exec: running off, asked for on" in with_exec.stderr
 
@@ -66,8 +67,15 @@ def test_envtest_up_no_pod_exec_refuses_exec_naming_the_pod_and_serves_logs(
         resp.run_forever(timeout=timeouts(30))
         status = json.loads(resp.read_channel(ERROR_CHANNEL))
         assert status["status"] == "Failure"
-        assert 'in pod "default/quiet"' in status["message"]
+        assert "exec in pod default/quiet is off" in status["message"]
         assert "no log written yet" in core.read_namespaced_pod_log("quiet", "default")
+
+        streams.allow_exec(Path(state.workdir) / "pods", "default")
+        out = stream(
+            core.connect_get_namespaced_pod_exec, "quiet", "default",
+            command=["echo", "now allowed"], stdout=True, stderr=True, stdin=False, tty=False,
+        )  # fmt: skip
+        assert out.strip() == "now allowed"
     finally:
         down = envtest("down", "--name", name)
     assert down.returncode == 0, down.stderr  # checked only here: a failure above says more

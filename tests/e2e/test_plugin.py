@@ -163,7 +163,7 @@ def test_failed_test_leaves_objects_events_and_logs(pytester: pytest.Pytester) -
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*envtest artifacts*", "*out*test_fails.py-test_fails_on_purpose*"])
     dest = pytester.path / "out" / "test_fails.py-test_fails_on_purpose"
-    (ns_dir,) = [p for p in dest.iterdir() if p.is_dir() and p.name != "logs"]
+    (ns_dir,) = [p for p in dest.iterdir() if p.is_dir() and p.name not in ("logs", "record")]
     assert "evidence" in (ns_dir / "configmaps.api_v1.yaml").read_text()
     assert (ns_dir / "events.txt").exists()
     assert (dest / "logs" / "kube-apiserver.log").stat().st_size > 0

@@ -7,6 +7,7 @@ import base64
 
 import pytest
 from mysqlkit import scaled
+from widgetkit import CRD
 
 from envtest import binaries
 from envtest.clusters import Cluster
@@ -172,20 +173,6 @@ def test_operator_gets_cluster_scoped_rules_cluster_wide_and_roles_in_its_namesp
     result.assert_outcomes(passed=2)
 
 
-CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  names: {plural: widgets, singular: widget, kind: Widget}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-"""
 PASSWORD = "s3cr3t-hunter2-value"
 
 
@@ -257,7 +244,9 @@ def test_teardown_failures_fail_the_test_with_artifacts_and_secrets_never_reach_
     result = pytester.runpytest_subprocess("--envtest-components=minimal", "--envtest-artifacts-dir=out")
     result.assert_outcomes(passed=2, failed=1, errors=2)
     result.stdout.fnmatch_lines(["*FinalizerStuck*widgets/stuck*"])
-    result.stdout.fnmatch_lines(["*envtest: *crd/kustomization.yaml (document 1): skipped*"])
+    result.stdout.fnmatch_lines(
+        ["*envtest: *crd: skipped 1 document(s) that are not CRDs: kustomization.yaml#1*"]
+    )
     out = pytester.path / "out"
     stuck = out / "test_teardown.py-test_finalizer_never_removed"
     assert "example.com/never" in "".join(p.read_text() for p in stuck.rglob("widgets.*.yaml"))

@@ -3,7 +3,7 @@ the data volume, streamed through gzip), and a new cluster created with `spec.re
 starts on that archive: the rows are on its primary and, replicated, on its replica.
 
 kind only (a kubelet runs the server and the Jobs). Engine from E2E_DATABASE, as test_real_database.
-The measurements (archive MiB/s, restore time) are printed (`pytest -s`) and quoted in the README.
+The measurements (archive MiB/s, restore time) are printed (`pytest -s`) and quoted in operator/README.md.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def test_two_runs_share_one_cluster_and_each_sweeps_only_its_own(
             "--envtest-backend=existing", f"--envtest-kubeconfig={kubeconfig}",
             f"--basetemp={tmp_path / run}", f"--envtest-artifacts-dir={tmp_path / run / 'artifacts'}",
             # Concurrent runs would each re-point the CRDs' conversion at their own endpoint: one
-            # run's endpoint ends with it (see the README's shared-cluster recipe).
+            # run's endpoint ends with it (see docs/sharding.md, many machines, one cluster).
             "-o", "envtest_conversion_webhook=",
         ]  # fmt: skip
         run_env = {**env, "ENVTEST_RUN_ID": run, "OTHER_RUN_ID": other, "SHARED_SYNC": str(sync)}

@@ -3,6 +3,7 @@ state files written by hand. No control plane is started."""
 
 from __future__ import annotations
 
+import select
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -26,7 +27,9 @@ def lock_holder(state_dir: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, str(state_dir / LOCK_FILE)], stdout=subprocess.PIPE, text=True
     )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    assert proc.stdout is not None
+    assert select.select([proc.stdout], [], [], 60)[0], "the lock holder never said it holds the lock"
+    assert proc.stdout.readline().strip() == "locked"
     return proc
 
 

@@ -115,7 +115,7 @@ def test_no_attach_hint_without_the_projects_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("flags", "streams", "exec_"),
-    [((), True, True), (("--no-pod-exec",), True, False), (("--no-pod-streams",), False, True)],
+    [((), True, False), (("--pod-exec",), True, True), (("--no-pod-streams",), False, False)],
 )
 def test_up_parses_the_fake_pod_switches(flags: tuple[str, ...], streams: bool, exec_: bool) -> None:
     from envtest import cli
@@ -128,13 +128,13 @@ def test_up_refuses_a_running_plane_with_other_pod_exec(clusters: Path) -> None:
     kwok = "etcd,kube-apiserver,kwok"
     holder = lock_holder(clusters / "kept")
     try:
-        write_state(clusters / "kept", holder.pid, components=kwok.split(","), pod_exec=False)
+        write_state(clusters / "kept", holder.pid, components=kwok.split(","), pod_exec=True)
         other = envtest("up", "--name", "kept", "--components", kwok)
-        same = envtest("up", "--name", "kept", "--components", kwok, "--no-pod-exec")
+        same = envtest("up", "--name", "kept", "--components", kwok, "--pod-exec")
         assert holder.poll() is None
     finally:
         reap(holder)
     assert other.returncode == 1
-    assert "pod_exec: running off, asked for on" in other.stderr
+    assert "pod_exec: running on, asked for off" in other.stderr
     assert same.returncode == 0, same.stderr
     assert same.stdout.startswith("export KUBECONFIG=")

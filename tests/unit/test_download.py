@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import socket
 import tarfile
 import threading
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from envtest import binaries
-from envtest.binaries import download, gobuild
+from envtest import pins as binaries_pins
+from envtest.binaries import download, gobuild, kwokrelease
 from envtest.errors import InstallError
 
 VERSION = binaries.PINNED.kubernetes
@@ -226,3 +228,117 @@ def test_offline_install_never_touches_the_server(server: tuple[str, Path], monk
     )
     path = binaries.install(["kube-apiserver"], offline=True, progress=lambda _: None)["kube-apiserver"]
     assert path.read_bytes() == b"built"
+
+
+# --- kwok without go: the official release, its stages from the module zip -----------------------
+
+
+def module_zip(path: Path, version: str, files: dict[str, bytes]) -> str:
+    """A module zip shaped as the Go module proxy serves it (every name under module@version/);
+    returns its go.sum hash."""
+    import zipfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(f"sigs.k8s.io/kwok@v{version}/{name}", data)
+    return kwokrelease.module_hash(path)
+
+
+STAGE = b"apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pod-ready\n"
+
+
+def publish_kwok_release(
+    root: Path, monkeypatch: pytest.MonkeyPatch, base: str, *, tamper: bool = False
+) -> None:
+    """kwok's release binary, GitHub's release JSON with its digest, and the module zip on a proxy."""
+    kwok = binaries.PINNED.kwok
+    asset = f"kwok-{OS}-{ARCH}"
+    digest = put(root / "kwok_release_url" / f"v{kwok}" / asset, b"#!/bin/sh\necho release kwok\n")
+    release = {"assets": [{"name": asset, "digest": f"sha256:{digest}"}]}
+    put(root / "kwok_api_url" / f"v{kwok}", json.dumps(release).encode())
+    files = {"go.mod": b"module sigs.k8s.io/kwok\n", "kustomize/stage/pod/fast/pod-ready.yaml": STAGE}
+    zip_path = root / "goproxy" / "sigs.k8s.io" / "kwok" / "@v" / f"v{kwok}.zip"
+    pinned = module_zip(zip_path, kwok, files)
+    if tamper:  # the proxy serves other bytes than the ones go.sum pinned
+        module_zip(zip_path, kwok, {**files, "kustomize/stage/pod/fast/extra.yaml": STAGE})
+    monkeypatch.setitem(kwokrelease.MODULE_SUMS, kwok, pinned)
+    monkeypatch.setenv("GOPROXY", f"{base}/goproxy,direct")
+
+
+def without_go(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A PATH on which there is no go at all (nothing else is needed to download)."""
+    empty = tmp_path / "path-without-go"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert shutil.which("go") is None
+
+
+def test_without_go_kwok_is_the_official_release_and_its_stages_come_verified_from_the_module_zip(
+    server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    base, root = server
+    publish_kwok_release(root, monkeypatch, base)
+    without_go(monkeypatch, tmp_path)
+    lines: list[str] = []
+    path = binaries.install(["kwok"], progress=lines.append)["kwok"]
+    assert b"release kwok" in path.read_bytes()
+    assert kwokrelease.is_release(path)
+    stages = binaries.kwok_stages_dir(install=False)
+    assert (stages / "pod" / "fast" / "pod-ready.yaml").read_bytes() == STAGE
+    assert "sigs.k8s.io/kwok v" in (stages / "SOURCE").read_text()
+    # One line says what this kwok cannot do, naming the exec exit codes.
+    (said,) = [line for line in lines if "official release" in line]
+    assert kwokrelease.LOST in said and "exit codes" in said
+    # Cached while go is missing: a second resolve downloads nothing.
+    lines.clear()
+    assert binaries.resolve("kwok", progress=lines.append) == path
+    assert lines == []
+
+
+def test_once_go_is_on_path_the_release_kwok_is_replaced_by_the_patched_build(
+    server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    base, root = server
+    publish_kwok_release(root, monkeypatch, base)
+    without_go(monkeypatch, tmp_path)
+    binaries.install(["kwok"], progress=lambda _: None)
+    built = no_builds(monkeypatch)  # go "appears": the patched build is tried, not the download
+    with pytest.raises(InstallError, match="no go in unit tests"):
+        binaries.resolve("kwok", progress=lambda _: None)
+    assert built == [str(binaries.PINNED.kwok)]
+
+
+def test_a_module_zip_that_does_not_match_go_sum_is_refused(
+    server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    base, root = server
+    publish_kwok_release(root, monkeypatch, base, tamper=True)
+    without_go(monkeypatch, tmp_path)
+    with pytest.raises(InstallError, match=r"kwok stages: module zip: .*module hash mismatch"):
+        binaries.install(["kwok"], progress=lambda _: None)
+    assert not binaries.cache_dir().joinpath(binaries.KWOK_STAGES).exists()
+
+
+def test_the_real_kwok_pin_has_a_pinned_module_hash():
+    # Without it a machine without go could never verify the stages of the kwok every minor uses.
+    assert all(pins.kwok in kwokrelease.MODULE_SUMS for pins in binaries_pins.SUPPORTED)
+    assert kwokrelease.release_id("0.8.0") == "v0.8.0"
+
+
+def test_a_patched_kwok_is_not_taken_for_the_release(tmp_path: Path):
+    binary = tmp_path / "kwok"
+    binary.write_text("")
+    assert not kwokrelease.is_release(binary)  # no stamp: a kwok from elsewhere
+    (tmp_path / gobuild.KWOK_STAMP).write_text(gobuild.kwok_build_id(binaries.PINNED.kwok) + "\n")
+    assert not kwokrelease.is_release(binary)
+    (tmp_path / gobuild.KWOK_STAMP).write_text("v0.8.0\n")
+    assert kwokrelease.is_release(binary)
+
+
+def test_goproxy_without_a_url_is_a_reason_not_a_crash(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("GOPROXY", "off")
+    with pytest.raises(InstallError, match="GOPROXY='off' names no proxy URL"):
+        kwokrelease.proxy_url()
+    monkeypatch.delenv("GOPROXY")
+    assert kwokrelease.proxy_url() == kwokrelease.DEFAULT_PROXY

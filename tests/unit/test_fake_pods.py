@@ -35,14 +35,28 @@ def test_rules_give_every_container_its_own_files_through_kwoks_pod_variables(tm
         }
     ]
     assert docs["ClusterAttach"]["spec"]["attaches"] == [{"logsFile": f"{base}/logs/$(CONTAINER_NAME).log"}]
-    assert docs["ClusterExec"]["spec"]["execs"] == [{"local": {"workDir": f"{base}/sandbox"}}]
+    gate = {"name": "KWOK_EXEC_REQUIRES_FILE", "value": f"{tmp_path}/$(POD_NAMESPACE)/.exec-allowed"}
+    assert docs["ClusterExec"]["spec"]["execs"] == [{"local": {"workDir": f"{base}/sandbox", "envs": [gate]}}]
     (forward,) = docs["ClusterPortForward"]["spec"]["forwards"]
     assert forward["command"] == ["/py", "-I", str(streams.FORWARD_SCRIPT), f"{base}/ports/$(PORT)"]
 
 
-def test_exec_can_be_turned_off_leaving_the_other_streams() -> None:
-    kinds = [d["kind"] for d in streams.rules(Path("/pods"), exec_=False)]
-    assert kinds == ["ClusterLogs", "ClusterAttach", "ClusterPortForward"]
+def test_exec_opened_everywhere_has_no_gate() -> None:
+    (rule,) = [d for d in streams.rules(Path("/pods"), exec_=True) if d["kind"] == "ClusterExec"]
+    assert rule["spec"]["execs"] == [{"local": {"workDir": "/pods/$(POD_NAMESPACE)/$(POD_NAME)/sandbox"}}]
+
+
+def test_exec_is_allowed_per_namespace_by_a_private_file_and_forbidden_again(tmp_path: Path) -> None:
+    assert not streams.exec_allowed(tmp_path, "ns")
+    streams.allow_exec(tmp_path, "ns")
+    path = tmp_path / "ns" / ".exec-allowed"
+    assert streams.exec_allowed(tmp_path, "ns") and (path.stat().st_mode & 0o777) == 0o600
+    assert not streams.exec_allowed(tmp_path, "other")
+    streams.forbid_exec(tmp_path, "ns")
+    streams.forbid_exec(tmp_path, "ns")  # twice is fine: a release after a fixture's
+    assert not path.exists()
+    with pytest.raises(ConfigError, match="namespace"):
+        streams.allow_exec(tmp_path, "..")
 
 
 def test_kwok_serves_on_loopback_over_tls_for_the_planes_clients_only(tmp_path: Path) -> None:
@@ -98,9 +112,11 @@ def _relay(target_file: Path, data: bytes) -> subprocess.CompletedProcess[bytes]
 
 def test_relay_carries_the_stream_to_the_registered_target_and_back(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(60)  # a relay that never connects ends this thread, and so do its reads
 
         def shout() -> None:
             conn, _ = server.accept()
+            conn.settimeout(60)
             with conn:
                 received = b""
                 while chunk := conn.recv(1024):

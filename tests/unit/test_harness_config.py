@@ -46,8 +46,8 @@ def test_crd_invalid_yaml_names_the_file(tmp_path: Path) -> None:
         crds.load([bad])
 
 
-def test_crd_folder_skips_non_crd_documents_with_a_note_naming_file_and_document(tmp_path: Path) -> None:
-    # A kubebuilder config/crd: CRDs beside kustomize's own files, as controller-runtime reads it.
+def test_crd_folder_skips_non_crd_documents_with_one_note_naming_each(tmp_path: Path) -> None:
+    # CRDs beside kustomize's own files, as controller-runtime reads a folder.
     (tmp_path / "kustomization.yaml").write_text("resources:\n- bases/widgets.yaml\n")
     (tmp_path / "widgets.yaml").write_text(
         yaml.safe_dump_all([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, CRD])
@@ -55,11 +55,65 @@ def test_crd_folder_skips_non_crd_documents_with_a_note_naming_file_and_document
     notes: list[str] = []
     loaded = crds.load([tmp_path], notes=notes)
     assert [d["metadata"]["name"] for _, d in loaded] == ["widgets.example.com"]
-    tail = "is not a CustomResourceDefinition"
     assert notes == [
-        f"{tmp_path / 'kustomization.yaml'} (document 1): skipped, kind None {tail}",
-        f"{tmp_path / 'widgets.yaml'} (document 1): skipped, kind 'ConfigMap' {tail}",
+        f"{tmp_path}: skipped 2 document(s) that are not CRDs: kustomization.yaml#1 (no kind), "
+        "widgets.yaml#1 (ConfigMap)"
     ]
+
+
+def _kubebuilder_layout(root: Path) -> Path:
+    """config/crd as `kubebuilder create api` leaves it: kustomize files, bases/, patches/."""
+    crd = root / "config" / "crd"
+    (crd / "bases").mkdir(parents=True)
+    (crd / "patches").mkdir()
+    (crd / "kustomization.yaml").write_text("resources:\n- bases/example.com_widgets.yaml\n")
+    (crd / "kustomizeconfig.yaml").write_text("nameReference:\n- kind: Service\n")
+    (crd / "bases" / "example.com_widgets.yaml").write_text("---\n" + yaml.safe_dump(CRD))
+    # A partial CRD that kustomize merges into the base: never a CRD to install on its own.
+    patch = {**CRD, "spec": {"conversion": {"strategy": "Webhook"}}}
+    (crd / "patches" / "webhook_in_widgets.yaml").write_text(yaml.safe_dump(patch))
+    return crd
+
+
+def test_kubebuilders_config_crd_is_read_through_its_bases_never_its_patches(tmp_path: Path) -> None:
+    crd = _kubebuilder_layout(tmp_path)
+    notes: list[str] = []
+    loaded = crds.load([crd], notes=notes)
+    assert [(p.relative_to(crd).as_posix(), d["metadata"]["name"]) for p, d in loaded] == [
+        ("bases/example.com_widgets.yaml", "widgets.example.com")
+    ]
+    assert len(notes) == 1 and "kustomization.yaml#1" in notes[0] and "kustomizeconfig.yaml#1" in notes[0]
+    assert crds.load([crd / "bases"]) == loaded, "naming bases/ itself, as envtest in Go does, still works"
+
+
+def test_operator_sdk_multi_document_files_load_every_crd(tmp_path: Path) -> None:
+    other = {**CRD, "metadata": {"name": "gadgets.example.com"}}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all([CRD, None, other]))
+    assert [d["metadata"]["name"] for _, d in crds.load([tmp_path / "all.yaml"])] == [
+        "widgets.example.com",
+        "gadgets.example.com",
+    ]
+
+
+def test_a_path_without_any_crd_is_an_error_naming_it_and_crds_found_nearby(tmp_path: Path) -> None:
+    crd = _kubebuilder_layout(tmp_path)
+    (crd / "bases" / "example.com_widgets.yaml").rename(crd / "moved.yaml.txt")  # bases/ now empty
+    deeper = tmp_path / "config" / "crd" / "generated" / "v1"
+    deeper.mkdir(parents=True)
+    (deeper / "widgets.yaml").write_text(yaml.safe_dump(CRD))
+    with pytest.raises(CRDError) as caught:
+        crds.load([tmp_path / "config"])
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'config'}: no CustomResourceDefinition found")
+    assert f"CRDs found nearby: {deeper / 'widgets.yaml'}" in message
+    assert "patches" not in message, "a kustomize patch is no CRD to suggest"
+
+
+def test_a_file_of_other_kinds_is_an_error_naming_what_it_holds(tmp_path: Path) -> None:
+    path = tmp_path / "rbac.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}}))
+    with pytest.raises(CRDError, match=r"rbac\.yaml: no CustomResourceDefinition found \(only rbac\.yaml#1"):
+        crds.load([path])
 
 
 def test_crd_old_api_version_is_rejected_before_the_apiserver_sees_it(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """`envtest kind host-setup` against a fake docker host: where runc is found, what is written and
 reloaded, that a second run changes nothing, and that a failed re-probe puts daemon.json back.
 
-The fake models the one thing that matters here: on this "sandbox" `docker run --privileged` fails
+The fake models the one thing that matters here: on such a host `docker run --privileged` fails
 with "unable to apply caps" unless the daemon.json dockerd last (re)loaded makes capwrap the default
 runtime — and, for the restore tests, fails even then.
 """

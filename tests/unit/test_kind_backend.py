@@ -126,10 +126,23 @@ def test_a_node_docker_cannot_answer_for_is_no_stale_cluster_and_nothing_is_dele
 
 
 def test_new_cluster_gets_the_pinned_node_image_and_the_project_config(fake: FakeKind) -> None:
-    kind.open_cluster("envtest", kind_path=fake.kind)
+    kind.open_cluster("envtest", kind_path=fake.kind, record=False)
     create = next(argv for argv in fake.calls() if argv[:2] == ["create", "cluster"])
     assert f"--image={PINNED.kind_node_image}" in create
     assert create[create.index("--config") + 1] == str(kind.DEFAULT_CONFIG)
+
+
+def test_new_cluster_gets_the_project_config_with_the_records_audit_log(fake: FakeKind) -> None:
+    kind.open_cluster("envtest", kind_path=fake.kind)
+    create = next(argv for argv in fake.calls() if argv[:2] == ["create", "cluster"])
+    rendered = yaml.safe_load(Path(create[create.index("--config") + 1]).read_text())
+    project = yaml.safe_load(kind.DEFAULT_CONFIG.read_text())
+    assert (
+        rendered["kubeadmConfigPatches"][: len(project["kubeadmConfigPatches"])]
+        == project["kubeadmConfigPatches"]
+    )
+    assert "audit-log-path" in rendered["kubeadmConfigPatches"][-1]
+    assert kind.audit_log("envtest")[0] == kind.audit_dir("envtest") / "audit.log"
 
 
 def test_node_image_from_the_environment_beats_the_pin(

@@ -43,9 +43,10 @@ def test_every_lazy_export_resolves():
         assert getattr(envtest, name) is not None, name
 
 
-def test_paths_named_by_ci_and_the_readme_exist():
+def test_paths_named_by_ci_and_the_docs_exist():
     texts = [p.read_text() for p in (ROOT / ".github/workflows").glob("*.yml")]
-    texts.append((ROOT / "README.md").read_text())
+    docs = [ROOT / "README.md", ROOT / "operator" / "README.md", *(ROOT / "docs").rglob("*.md")]
+    texts += [p.read_text() for p in docs]
     named = {
         m for t in texts for m in re.findall(r"\b((?:envtest|operator|api|hack|benchmarks)/[\w/.-]+\.\w+)", t)
     }
@@ -65,3 +66,10 @@ def test_no_test_module_name_is_used_twice():
     # rootdir-relative imports without __init__.py: a second test_x.py would fail collection of both.
     names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_the_readme_is_a_front_door():
+    # What the project is, the two commands, links: the rest lives in docs/ and operator/README.md.
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, len(lines)
+    assert "make run" in "\n".join(lines[:8]) and "make test" in "\n".join(lines[:8])

@@ -17,6 +17,7 @@ import pytest
 from envtest.errors import EnvtestError
 from envtest.plugin import context
 from envtest.plugin.context import TestContext
+from envtest.plugin.recording import RecordSettings, SessionRecord
 from envtest.plugin.releases import Releases
 
 SERVER = "https://127.0.0.1:6443"
@@ -96,6 +97,7 @@ class Cluster:
         self.identities: list[str] = []
         self._tmp = tmp_path
         self.has_controllers = True
+        self.pods_dir = None
 
     def identity_kubeconfig(self, namespace: str, service_account: str, path: Path) -> Path:
         self.session._record("POST", f"{SERVER}/api/v1/namespaces/{namespace}/serviceaccounts", None)
@@ -127,6 +129,7 @@ def session(tmp_path: Path) -> Any:
         namespaced_rules=lambda cluster, role: CONFIGMAPS,
         releases=Releases(),
         settings=SimpleNamespace(operator_loggers=()),
+        recording=SessionRecord(RecordSettings(mode="off")),  # these fakes keep no audit log
     )
 
 

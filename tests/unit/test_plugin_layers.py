@@ -13,12 +13,12 @@ PLUGIN = Path(envtest.plugin.__file__).parent
 # Top first. A module may import any module in a later layer, none in its own or an earlier one.
 LAYERS: list[set[str]] = [
     {"__init__"},  # the hooks: what pytest calls
-    {"aliases", "webhook_fixtures"},  # fixtures layered on the base fixtures
+    {"aliases", "webhook_fixtures", "async_fixtures"},  # fixtures layered on the base fixtures
     {"fixtures"},  # the base fixtures: the run's session and each test's context
     {"session"},  # the root of the run's state: one ClusterSession per process
     {"context"},  # one test: its namespaces, its operator, its teardown order
-    {"settings", "runner", "releases", "sweep"},
-    {"endpoint", "rbac", "grant_probes", "artifacts", "cleanup", "state"},  # leaves
+    {"settings", "runner", "releases", "sweep", "clusterscoped", "pointing"},
+    {"endpoint", "rbac", "grant_probes", "artifacts", "cleanup", "isolation", "state", "recording"},  # leaves
 ]
 
 

@@ -132,11 +132,11 @@ def test_rbac_roles_are_kept_for_test_namespaces_not_applied_at_session_start(
     assert session.operator_clusterrole() == "op"
 
 
-def test_pod_streams_and_exec_are_on_unless_turned_off(pytester: pytest.Pytester) -> None:
+def test_pod_streams_are_on_and_exec_everywhere_off_unless_asked(pytester: pytest.Pytester) -> None:
     default = settings.resolve(_config(pytester, ""))
-    assert (default.pod_streams, default.pod_exec) == (True, True)
-    off = settings.resolve(_config(pytester, "envtest_pod_exec = false\n"))
-    assert (off.pod_streams, off.pod_exec) == (True, False)
+    assert (default.pod_streams, default.pod_exec) == (True, False)
+    on = settings.resolve(_config(pytester, "envtest_pod_exec = true\n"))
+    assert (on.pod_streams, on.pod_exec) == (True, True)
     cli = settings.resolve(
         _config(
             pytester, "envtest_pod_exec = false\n", "--envtest-pod-streams=false", "--envtest-pod-exec=true"

@@ -4,7 +4,6 @@ import multiprocessing
 import os
 import socket
 import stat
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,10 +15,9 @@ from envtest.plane.ports import free_port
 
 @pytest.fixture
 def claim_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    # A private claim directory: the real one is shared with any other test run on this host.
-    # tempfile.tempdir is the documented override of gettempdir().
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    return tmp_path / "envtest-ports"
+    # A private claim directory: the real one is shared with any other test run of this user.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path / "envtest" / "ports"
 
 
 def _grab(n: int) -> list[int]:
@@ -41,8 +39,8 @@ def test_port_is_bindable_and_claimed(claim_dir: Path) -> None:
     assert claim.read_text().strip() == str(os.getpid())
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
-    # Shared by every user like /tmp itself: ports are one namespace for the whole host.
-    assert stat.S_IMODE(claim_dir.stat().st_mode) == 0o1777
+    # The user's own: nobody else can fill it, or swap a claim for a link.
+    assert stat.S_IMODE(claim_dir.stat().st_mode) == 0o700
 
 
 def test_fresh_claim_is_skipped_and_stale_claim_is_reclaimed(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -277,6 +278,7 @@ def test_child_dies_when_its_owner_is_sigkilled(tmp_path: Path) -> None:
     try:
         assert helper.stdout is not None
         with helper.stdout:
+            assert select.select([helper.stdout], [], [], PATIENCE)[0], "the helper printed no child pid"
             child = int(helper.stdout.readline())
         assert not gone(child)
         helper.send_signal(signal.SIGKILL)

@@ -17,6 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DURATIONS = ROOT / "tests" / "e2e" / ".test_durations"
 SHARDS = 4
+# Each test collects the E2E suite five times in subprocesses (over a minute on a loaded machine).
+pytestmark = pytest.mark.timeout(600)
 
 
 def collected(*make_vars: str) -> list[str]:

@@ -124,15 +124,15 @@ KWOK_PLANE = ["etcd", "kube-apiserver", "kwok"]
 
 
 def test_reusing_a_plane_with_other_pod_exec_or_streams_names_the_setting(tmp_path: Path) -> None:
-    state = write_state(tmp_path / "kept", os.getpid(), components=KWOK_PLANE, pod_exec=False)
-    with pytest.raises(UsageProblem, match="pod_exec: running off, asked for on"):
+    state = write_state(tmp_path / "kept", os.getpid(), components=KWOK_PLANE, pod_exec=True)
+    with pytest.raises(UsageProblem, match="pod_exec: running on, asked for off"):
         supervisor.check_reusable(state, version="1.37.2", components=KWOK_PLANE, job_pods="complete")
     with pytest.raises(UsageProblem, match="pod_streams: running on, asked for off"):
         supervisor.check_reusable(
             state, version="1.37.2", components=KWOK_PLANE, job_pods="complete", pod_streams=False
         )
     supervisor.check_reusable(
-        state, version="1.37.2", components=KWOK_PLANE, job_pods="complete", pod_exec=False
+        state, version="1.37.2", components=KWOK_PLANE, job_pods="complete", pod_exec=True
     )
 
 

@@ -221,3 +221,37 @@ def test_consistently_zero_duration_checks_once(clock: FakeClock) -> None:
 def test_consistently_rejects_negative_duration() -> None:
     with pytest.raises(ValueError, match="duration"):
         consistently(lambda: None, duration=-1)
+
+
+def test_eventually_async_awaits_the_check_until_it_passes_and_times_out_like_eventually() -> None:
+    import asyncio
+
+    from envtest.wait import eventually_async
+
+    now = [0.0]
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    calls = [0]
+
+    async def third_time() -> str:
+        calls[0] += 1
+        assert calls[0] >= 3, f"call {calls[0]}"
+        return "ready"
+
+    result = asyncio.run(eventually_async(third_time, interval=1.0, clock=lambda: now[0], sleep=fake_sleep))
+    assert (result, calls[0], slept) == ("ready", 3, [1.0, 1.0])
+
+    async def never() -> None:
+        raise AssertionError("still Pending")
+
+    with pytest.raises(
+        AssertionError,
+        match=r"never\) still failing after 2\.0s and 3 attempts; last observed:\nstill Pending",
+    ):
+        asyncio.run(
+            eventually_async(never, timeout=2.0, interval=1.0, clock=lambda: now[0], sleep=fake_sleep)
+        )

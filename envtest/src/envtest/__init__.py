@@ -15,6 +15,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+__version__ = "0.2.0"
+"""The distribution's version: its pyproject.toml reads it from here (the one place it is set)."""
+
 # name → module that defines it
 _EXPORTS = {
     "ALL_COMPONENTS": "envtest.plane.controlplane",
@@ -27,6 +30,7 @@ _EXPORTS = {
     "EnvtestError": "envtest.errors",
     "EnvtestWarning": "envtest.errors",
     "FinalizerStuck": "envtest.errors",
+    "HotLoop": "envtest.errors",
     "OperatorFailed": "envtest.errors",
     "FaultProxy": "envtest.faults",
     "Rule": "envtest.faults",
@@ -40,6 +44,7 @@ _EXPORTS = {
     "TestContext": "envtest.plugin.context",
     "consistently": "envtest.wait",
     "eventually": "envtest.wait",
+    "eventually_async": "envtest.wait",
 }
 
 __all__ = [
@@ -53,6 +58,7 @@ __all__ = [
     "ExistingCluster",
     "FaultProxy",
     "FinalizerStuck",
+    "HotLoop",
     "KindCluster",
     "LocalCluster",
     "OperatorFailed",
@@ -65,6 +71,7 @@ __all__ = [
     "condition",
     "consistently",
     "eventually",
+    "eventually_async",
     "mismatches",
 ]
 
@@ -84,10 +91,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
-    from envtest.errors import EnvtestError, EnvtestWarning, FinalizerStuck, OperatorFailed
+    from envtest.errors import EnvtestError, EnvtestWarning, FinalizerStuck, HotLoop, OperatorFailed
     from envtest.faults import FaultProxy, Rule
     from envtest.match import ABSENT, assert_matches, by_key, condition, mismatches
     from envtest.plane.controlplane import ALL_COMPONENTS, MINIMAL_COMPONENTS, ControlPlane
     from envtest.plugin.context import TestContext
     from envtest.plugin.runner import OperatorRunner, ThreadOperator
-    from envtest.wait import consistently, eventually
+    from envtest.wait import consistently, eventually, eventually_async

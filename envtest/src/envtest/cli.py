@@ -4,6 +4,7 @@ envtest up                 # start (state under ~/.cache/envtest/clusters/<name>
 eval "$(envtest env)"      # point kubectl and the operator at it
 envtest down               # stop it; nothing is left behind
 envtest binaries install|path|list|cleanup
+envtest rbac suggest artifacts/rbac-usage.json   # the least roles covering what the operator asked
 
 `python -m envtest.cli …` is the same without the console script on PATH.
 """
@@ -321,10 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="hold: Job pods stay Running until a test sets their phase",
     )
     up.add_argument(
-        "--no-pod-exec",
-        dest="pod_exec",
-        action="store_false",
-        help="exec on fake pods fails, naming the pod, instead of running the command on this host",
+        "--pod-exec",
+        action="store_true",
+        help="exec on fake pods runs the command on this host in every namespace (default: only in "
+        "namespaces a test allowed; elsewhere exec fails, naming the pod)",
     )
     up.add_argument(
         "--no-pod-streams",
@@ -390,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     from envtest import kind  # `envtest kind up|down|path` lives beside the kind backend
 
     kind.add_parser(sub)
+    from envtest.record import suggest  # `envtest rbac suggest` lives beside the record it reads
+
+    suggest.add_parser(sub)
     return parser
 
 

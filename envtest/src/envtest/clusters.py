@@ -46,11 +46,29 @@ class Cluster:
         """Control-plane component logs, where the backend has them (artifacts copy these)."""
         self.has_controllers = True
         """Whether kube-controller-manager runs (default ServiceAccounts, GC, namespace deletion)."""
+        self.audit_log: Path | None = None
+        """kube-apiserver's audit log as this host reads it (the record: envtest.record); None when
+        the harness has none to read, for the reason `audit_note` gives."""
+        self.audit_note = f"the {self.backend} backend gives the harness no audit log to read"
+        self.user_agent: str | None = None
+        """User-Agent of the admin clients (`set_user_agent`); the apiserver names their writes'
+        field manager after it, so objects they create can be told apart from others'."""
+
+    def set_user_agent(self, user_agent: str) -> None:
+        """The admin clients' User-Agent, for the clients built already and those built later."""
+        self.user_agent = user_agent
+        if "pykube" in self.__dict__:
+            self.pykube.session.headers["User-Agent"] = user_agent
+        if "k8s" in self.__dict__:
+            self.k8s.user_agent = user_agent
 
     @functools.cached_property
     def pykube(self) -> pykube.HTTPClient:
         """The admin client behind `session` (its own connections: nothing an operator's client uses)."""
-        return self.new_pykube()
+        client = self.new_pykube()
+        if self.user_agent:
+            client.session.headers["User-Agent"] = self.user_agent
+        return client
 
     def new_pykube(self, timeout: float = 30.0) -> pykube.HTTPClient:
         return self.new_pykube_from(self.kubeconfig, context=self.context, timeout=timeout)
@@ -91,7 +109,10 @@ class Cluster:
             str(self.kubeconfig), context=self.context, client_configuration=configuration
         )
         no_proxy_for_loopback_config(configuration)
-        return client.ApiClient(configuration)
+        api = client.ApiClient(configuration)
+        if self.user_agent:
+            api.user_agent = self.user_agent
+        return api
 
     @property
     def server(self) -> str:
@@ -183,6 +204,7 @@ class LocalCluster(Cluster):
         log_paths: dict[str, Path],
         plane: ControlPlane | None = None,
         pods_dir: Path | None = None,
+        audit_log: Path | None = None,
     ) -> None:
         super().__init__(kubeconfig, name=name)
         self.version = version
@@ -191,6 +213,11 @@ class LocalCluster(Cluster):
         self.pods_dir = pods_dir
         self.has_controllers = "kube-controller-manager" in components
         self.plane = plane
+        self.audit_log = audit_log
+        self.audit_note = (
+            f"control plane {name!r} runs without an audit log (started with the record off, or by an "
+            "older envtest): stop it to get the record"
+        )
 
     @classmethod
     def from_plane(cls, plane: ControlPlane, name: str = "envtest") -> LocalCluster:
@@ -202,6 +229,7 @@ class LocalCluster(Cluster):
             log_paths=plane.log_paths,
             plane=plane,
             pods_dir=plane.pods_dir if plane.pods_dir.is_dir() else None,
+            audit_log=plane.audit_log,
         )
 
     def restart(self, component: str) -> None:
@@ -222,6 +250,9 @@ class ExistingCluster(Cluster):
 
     def __init__(self, kubeconfig: Path, *, context: str | None = None) -> None:
         super().__init__(kubeconfig, name=context or "current-context", context=context)
+        self.audit_note = (
+            "an existing cluster's audit log (if its apiserver writes one) is not the harness's to read"
+        )
         try:
             info = self.session.get(f"{self.server}/version", timeout=10).json()
             self.version = str(info.get("gitVersion", "?")).lstrip("v")
@@ -251,6 +282,8 @@ class KindCluster(Cluster):
         ready_timeout: float = 300.0,
         progress: Any = None,
         version: str | None = None,
+        record: bool = True,
+        record_bodies: bool = False,
     ) -> None:
         from envtest import kind
         from envtest.binaries import kind as kind_binary
@@ -265,9 +298,12 @@ class KindCluster(Cluster):
             image=image,
             version=version,  # its minor picks the node image; a running cluster must be at it
             progress=report,
+            record=record,  # a cluster created here writes the record's audit log (kind.audit_dir)
+            record_bodies=record_bodies,
         )
         self._delete_on_close = delete_on_close
         super().__init__(Path(self._kind.kubeconfig_path), name=name)
+        self.audit_log, self.audit_note = kind.audit_log(name)
         kind.wait_ready(kind.getter(self.session, self.server), name=name, timeout=ready_timeout)
         self.version = str(
             self.session.get(f"{self.server}/version", timeout=10).json().get("gitVersion", "?")

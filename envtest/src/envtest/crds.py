@@ -23,49 +23,109 @@ SUFFIXES = (".yaml", ".yml", ".json")
 log = logging.getLogger(__name__)
 
 
-def _files(paths: Iterable[str | Path]) -> list[Path]:
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in SUFFIXES))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise CRDError(f"{path}: no such file or directory")
-    return files
+LAYOUT_FOLDERS = ("bases",)
+"""Where kubebuilder and operator-sdk keep the generated CRDs under `config/crd`: read when the folder
+named holds none itself. Never its `patches/`: those are partial CRDs (a conversion stanza, a CA
+injection) that kustomize merges into the bases, not CRDs to install."""
+NEARBY_DEPTH = 4
+"""How deep below a path that yielded no CRD the error looks for CRD files to suggest."""
 
 
 def load(paths: Iterable[str | Path], *, notes: list[str] | None = None) -> list[tuple[Path, dict[str, Any]]]:
-    """Every CRD document in `paths` (files, or directories read non-recursively), with its file.
+    """Every CRD document in `paths`, with its file. A file may hold several documents; a folder is
+    read non-recursively, as controller-runtime's envtest reads it, except that a folder holding no
+    CRD of its own is read through its `bases/` (kubebuilder's and operator-sdk's `config/crd`).
 
-    Other documents (a kubebuilder `config/crd` holds `kustomization.yaml`, `kustomizeconfig.yaml`)
-    are skipped, as controller-runtime's envtest skips them; each skip is appended to `notes`, or
-    logged when no list is given. A CRD that cannot work (old apiVersion, no name) is an error."""
+    Other documents (kustomize's `kustomization.yaml`, `kustomizeconfig.yaml`) are skipped, as
+    controller-runtime's envtest skips them, with one note per path naming them — appended to
+    `notes`, or logged when no list is given. A CRD that cannot work (old apiVersion, no name) is an
+    error, and so is a path that yields no CRD at all: the error names it and lists CRD files found
+    near it."""
     found: list[tuple[Path, dict[str, Any]]] = []
-    for path in _files(paths):
-        try:
-            docs = list(yaml.safe_load_all(path.read_text()))
-        except yaml.YAMLError as exc:
-            raise CRDError(f"{path}: not valid YAML: {exc}") from exc
-        for index, doc in enumerate(d for d in docs if d is not None):
-            where = f"{path} (document {index + 1})"
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
-                note = f"{where}: skipped, kind {kind!r} is not a CustomResourceDefinition"
-                if notes is None:
-                    log.info(note)
-                else:
-                    notes.append(note)
-                continue
-            if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
-                raise CRDError(
-                    f"{where}: apiVersion must be apiextensions.k8s.io/v1, not {doc.get('apiVersion')!r}"
-                )
-            if not doc.get("metadata", {}).get("name"):
-                raise CRDError(f"{where}: metadata.name is missing")
-            found.append((path, doc))
+    for raw in paths:
+        path = Path(raw)
+        skipped: list[str] = []
+        crds = _load_path(path, skipped)
+        if not crds:
+            raise CRDError(_nothing_found(path, skipped))
+        found += crds
+        if skipped:
+            note = f"{path}: skipped {len(skipped)} document(s) that are not CRDs: {', '.join(skipped)}"
+            if notes is None:
+                log.info(note)
+            else:
+                notes.append(note)
     return found
+
+
+def _load_path(path: Path, skipped: list[str]) -> list[tuple[Path, dict[str, Any]]]:
+    if path.is_file():
+        return _load_file(path, skipped)
+    if not path.is_dir():
+        raise CRDError(f"{path}: no such file or directory")
+    crds = [crd for file in _yaml_files(path) for crd in _load_file(file, skipped)]
+    for name in LAYOUT_FOLDERS:
+        if not crds and (path / name).is_dir():
+            crds = [crd for file in _yaml_files(path / name) for crd in _load_file(file, skipped)]
+    return crds
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in SUFFIXES)
+
+
+def _load_file(path: Path, skipped: list[str]) -> list[tuple[Path, dict[str, Any]]]:
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except yaml.YAMLError as exc:
+        raise CRDError(f"{path}: not valid YAML: {exc}") from exc
+    except OSError as exc:
+        raise CRDError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    found = []
+    for index, doc in enumerate(d for d in docs if d is not None):
+        where = f"{path} (document {index + 1})"
+        if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+            kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+            skipped.append(f"{path.name}#{index + 1} ({kind or 'no kind'})")
+            continue
+        if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
+            raise CRDError(
+                f"{where}: apiVersion must be apiextensions.k8s.io/v1, not {doc.get('apiVersion')!r}"
+            )
+        if not doc.get("metadata", {}).get("name"):
+            raise CRDError(f"{where}: metadata.name is missing")
+        found.append((path, doc))
+    return found
+
+
+def _nothing_found(path: Path, skipped: list[str]) -> str:
+    message = f"{path}: no CustomResourceDefinition found"
+    if skipped:
+        message += f" (only {', '.join(skipped[:5])}{', …' if len(skipped) > 5 else ''})"
+    nearby = _nearby_crd_files(path if path.is_dir() else path.parent)
+    if nearby:
+        message += "; CRDs found nearby: " + ", ".join(str(p) for p in nearby)
+    elif path.is_dir():
+        message += f"; none below it either (looked {NEARBY_DEPTH} folders deep)"
+    return message
+
+
+def _nearby_crd_files(folder: Path, limit: int = 5) -> list[Path]:
+    """Files under `folder` (a few levels deep, `patches/` aside) whose text names the CRD kind."""
+    hits: list[Path] = []
+    for depth in range(1, NEARBY_DEPTH + 1):
+        for file in sorted(folder.glob("/".join(["*"] * depth))):
+            if file.suffix not in SUFFIXES or "patches" in file.parts or not file.is_file():
+                continue
+            try:
+                text = file.read_text(errors="replace")
+            except OSError:
+                continue
+            if "kind: CustomResourceDefinition" in text or '"kind": "CustomResourceDefinition"' in text:
+                hits.append(file)
+                if len(hits) == limit:
+                    return hits
+    return hits
 
 
 def install(

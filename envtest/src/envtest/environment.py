@@ -2,8 +2,8 @@
 
 A variable spelled wrong would otherwise be ignored without a word (controller-runtime's envtest has
 the same problem); the pytest plugin and the CLI refuse an unknown `ENVTEST_*` name and name the
-closest known one. The README's configuration table documents each of these (a unit test keeps the
-two in step).
+closest known one. The documentation's configuration reference is generated from this table
+(docs/hooks/configref.py; tests/unit/test_configuration_reference.py).
 """
 
 from __future__ import annotations

@@ -59,3 +59,13 @@ class EnvtestWarning(UserWarning):
 
 class FinalizerStuck(EnvtestWarning):
     """A test's custom resource kept its finalizers after teardown deleted it with the operator running."""
+
+
+class ClusterScopedLeftover(EnvtestWarning):
+    """Cluster-scoped custom resources appeared during a test that ran beside other workers' tests and
+    could not be told apart from theirs: left for the end-of-run sweep instead of deleted at once."""
+
+
+class HotLoop(EnvtestWarning):
+    """A test's operator kept writing one object with nobody else changing it, or kept requeueing
+    it faster than its limit (envtest.record.hotloop): the message names the object and the writes."""

@@ -66,6 +66,15 @@ class FakePods:
 
     # -- exec -----------------------------------------------------------------------------------------
 
+    def allow_exec(self, namespace: str | None = None) -> None:
+        """Let `kubectl exec` into the namespace's fake pods run commands — on this host, as this
+        user, in the pod's sandbox folder (not a chroot). Off unless allowed: an operator under test
+        that execs into its pods must not run commands on the developer's machine unasked."""
+        streams.allow_exec(self.root, namespace or self.namespace)
+
+    def forbid_exec(self, namespace: str | None = None) -> None:
+        streams.forbid_exec(self.root, namespace or self.namespace)
+
     def sandbox(self, pod: str, *, namespace: str | None = None) -> Path:
         """The directory `kubectl exec` runs the pod's commands in (created)."""
         path = streams.sandbox_path(self.root, namespace or self.namespace, pod)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -156,6 +157,8 @@ def open_cluster(
     image: str | None = None,
     version: str | None = None,
     progress: Callable[[str], None] = lambda _m: None,
+    record: bool = True,
+    record_bodies: bool = False,
 ) -> tuple[pytest_kind.KindCluster, bool]:
     """The running cluster `name`, reused or (re-)created; returns it and whether this call created it.
 
@@ -163,6 +166,8 @@ def open_cluster(
     A new cluster gets its minor's node image docker has or can pull (`envtest.kindimage.choose`); a
     running cluster at another minor is a `UsageProblem` naming the commands that replace it. An
     image asked for (``image``, ENVTEST_KIND_IMAGE) decides the version itself: nothing is compared.
+    A cluster this call creates writes the record's audit log into `audit_dir` (``record``; with
+    request bodies: ``record_bodies``), see `envtest.record.kindaudit`.
     Nothing here starts daemons, edits docker's configuration or builds an image."""
     from envtest import kindimage
     from envtest.binaries import k8s_version
@@ -179,6 +184,8 @@ def open_cluster(
     if state is not State.RUNNING:
         image = kindimage.choose(image, version=version, cli=cli.container_cli, progress=progress)
     config_file = offline_config(config_file, image, name)
+    if record and state is not State.RUNNING:
+        config_file = _with_record(config_file, name, record_bodies, progress)
     cluster = _pytest_kind().KindCluster(
         name, kubeconfig=kubeconfig, image=image or node_image(version), kind_path=kind_path
     )
@@ -227,6 +234,42 @@ def offline_config(config_file: Path | None, image: str | None, name: str) -> Pa
     rendered = kubeconfig_path(name).with_name(f"{name}.kind-config.yaml")
     rendered.parent.mkdir(parents=True, exist_ok=True)
     rendered.write_text(kind_config(user, spec))
+    return rendered
+
+
+def audit_dir(name: str) -> Path:
+    """The host folder a cluster made here writes its audit log into (the record)."""
+    return kubeconfig_path(name).with_name(f"{name}.audit")
+
+
+def audit_log(name: str) -> tuple[Path | None, str]:
+    """(the cluster's audit log, or None; why there is none)."""
+    from envtest.record import policy
+
+    path = audit_dir(name) / policy.LOG_FILE
+    if path.is_file():
+        return path, ""
+    return None, (
+        f"kind cluster {name!r} writes no audit log this host can read (made without `envtest kind up`, "
+        f"or before the record existed): recreate it with `envtest kind down --name {name}` and `up`"
+    )
+
+
+def _with_record(
+    config_file: Path | None, name: str, bodies: bool, progress: Callable[[str], None]
+) -> Path | None:
+    from envtest.record import kindaudit
+
+    user = config_file.read_text() if config_file else "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\n"
+    try:
+        rendered_text = kindaudit.config(user, audit_dir(name))
+    except ValueError as exc:
+        progress(f"kind cluster {name!r} gets no record: {exc}")
+        return config_file
+    kindaudit.prepare(audit_dir(name), bodies=bodies)
+    rendered = kubeconfig_path(name).with_name(f"{name}.kind-config.yaml")
+    rendered.parent.mkdir(parents=True, exist_ok=True)
+    rendered.write_text(rendered_text)
     return rendered
 
 
@@ -344,6 +387,7 @@ def cmd_kind(args: argparse.Namespace) -> int:
             raise EnvtestError(f"kind cluster {args.name!r} deleted, but its volumes remain: {left}")
         kubeconfig_path(args.name).unlink(missing_ok=True)
         kubeconfig_path(args.name).with_name(f"{args.name}.kind-config.yaml").unlink(missing_ok=True)
+        shutil.rmtree(audit_dir(args.name), ignore_errors=True)
         remove_idle_network(KindCli(kind_path).container_cli)
         return 0
     if args.action == "path":

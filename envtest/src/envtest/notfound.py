@@ -18,14 +18,25 @@ import sys
 from typing import Any
 
 # pykube-ng's HTTPError keeps only the Status message; this is the apiserver's wording for an object.
+API_EXCEPTIONS = (
+    "kubernetes.client.exceptions",
+    "kubernetes.aio.client.exceptions",
+    "kubernetes_asyncio.client.exceptions",
+)
 _OBJECT_MESSAGE = re.compile(r'^\S+ "[^"]+" not found$')
 
 
 def is_object_not_found(exc: BaseException) -> bool:
     """True for a NotFound naming an object from the kubernetes client, pykube-ng or requests."""
-    kube = sys.modules.get("kubernetes.client.exceptions")
-    if kube is not None and isinstance(exc, kube.ApiException):
-        return exc.status == 404 and _names_object(exc.body)
+    # The official client's sync and asyncio APIs, and kubernetes_asyncio: one ApiException each.
+    for module in (
+        "kubernetes.client.exceptions",
+        "kubernetes.aio.client.exceptions",
+        "kubernetes_asyncio.client.exceptions",
+    ):
+        kube = sys.modules.get(module)
+        if kube is not None and isinstance(exc, kube.ApiException):
+            return exc.status == 404 and _names_object(exc.body)
     pykube = sys.modules.get("pykube.exceptions")
     if pykube is not None:
         if isinstance(exc, pykube.ObjectDoesNotExist):

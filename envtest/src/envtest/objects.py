@@ -118,12 +118,13 @@ def create_or_replace(
     return retrying(once)[1]
 
 
-def custom_resource_paths(crds: Iterable[dict[str, Any]]) -> list[str]:
-    """`apis/<group>/<version>/<plural>` for the storage version of each namespaced CRD."""
+def custom_resource_paths(crds: Iterable[dict[str, Any]], *, scope: str = "Namespaced") -> list[str]:
+    """`apis/<group>/<version>/<plural>` for the storage version of each CRD of `scope`
+    (`Namespaced`, or `Cluster`)."""
     paths = []
     for crd in crds:
         spec = crd["spec"]
-        if spec.get("scope") != "Namespaced":
+        if spec.get("scope", "Namespaced") != scope:
             continue
         version = next((v["name"] for v in spec["versions"] if v.get("storage")), spec["versions"][0]["name"])
         paths.append(f"apis/{spec['group']}/{version}/{spec['names']['plural']}")

@@ -283,6 +283,7 @@ def _labelled(session: requests.Session, server: str) -> list[tuple[str, dict[st
         f"{server}/{RBAC_API}/clusterrolebindings",
         f"{server}/{ADMISSION_API}/validatingwebhookconfigurations",
         f"{server}/{ADMISSION_API}/mutatingwebhookconfigurations",
+        *(f"{server}/{path}" for path in cluster_custom_resource_paths(session, server)),
     ):
         found += [(url, item) for item in _items(session, url, {"labelSelector": RUN_LABEL})]
     return found
@@ -290,15 +291,31 @@ def _labelled(session: requests.Session, server: str) -> list[tuple[str, dict[st
 
 def all_custom_resource_paths(session: requests.Session, server: str) -> list[str]:
     """Paths of every namespaced custom resource the cluster serves (whose finalizers may block)."""
-    return objects.custom_resource_paths(
-        _items(session, f"{server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-    )
+    return objects.custom_resource_paths(_crds(session, server))
+
+
+def cluster_custom_resource_paths(session: requests.Session, server: str) -> list[str]:
+    """Paths of every cluster-scoped custom resource the cluster serves: a test's that it could not
+    delete itself carry its run's labels (see envtest.plugin.clusterscoped)."""
+    return objects.custom_resource_paths(_crds(session, server), scope="Cluster")
+
+
+def _crds(session: requests.Session, server: str) -> list[dict[str, Any]]:
+    return _items(session, f"{server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
 
 
 def remove(session: requests.Session, server: str, label_selector: str, cr_paths: Iterable[str]) -> list[str]:
     """Delete what matches `label_selector`: namespaces (their custom resources' finalizers stripped
-    first), ClusterRoles, ClusterRoleBindings, webhook configurations. Returns `Kind/name` of each."""
+    first), custom resources of cluster-scoped kinds (theirs too), ClusterRoles, ClusterRoleBindings,
+    webhook configurations. Returns `Kind/name` of each."""
     gone = []
+    for path in cluster_custom_resource_paths(session, server):
+        for item in _items(session, f"{server}/{path}", {"labelSelector": label_selector}):
+            url = f"{server}/{path}/{item['metadata']['name']}"
+            if item["metadata"].get("finalizers"):
+                objects.clear_finalizers(session, url)
+            session.delete(url, timeout=10)
+            gone.append(f"{item.get('kind', path.rsplit('/', 1)[1])}/{item['metadata']['name']}")
     paths = list(cr_paths)
     for ns in _items(session, f"{server}/api/v1/namespaces", {"labelSelector": label_selector}):
         name = ns["metadata"]["name"]

@@ -17,27 +17,32 @@ A 404 for an unknown *resource* (a typo, a CRD not installed) is not "not yet": 
 ``retry_on`` adds exception types to these. Any other exception is a bug in the check, or a failure no
 amount of waiting fixes, and propagates at once instead of burning the timeout.
 
+`eventually_async` is `eventually` for async tests: its check is a coroutine function, and its waits
+yield to the test's event loop.
+
 The retry loop is tenacity's; the clock and sleep are parameters so unit tests step time instead of
 sleeping.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, retry_if_result
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, retry_if_result
 
 from envtest.notfound import is_object_not_found
 
-__all__ = ["consistently", "eventually"]
+__all__ = ["consistently", "eventually", "eventually_async"]
 
 T = TypeVar("T")
 
 Clock = Callable[[], float]
 """Monotonic seconds; time.monotonic unless a test injects a fake."""
 Sleep = Callable[[float], None]
+AsyncSleep = Callable[[float], Awaitable[None]]
 
 
 class _Deadline:
@@ -101,6 +106,18 @@ def _not_yet(retry_on: tuple[type[BaseException], ...]) -> Callable[[BaseExcepti
     return judge
 
 
+def _until_deadline(deadline: _Deadline, not_yet: Callable[[BaseException], bool]) -> dict[str, Any]:
+    """tenacity's settings of `eventually`: retry every "not yet" until the deadline."""
+    return {
+        "stop": deadline.stop,
+        "wait": deadline.wait,
+        "retry": retry_if_exception(not_yet),
+        # The last retryable failure comes out as itself, so we can chain from it; a RetryError would
+        # hide it one level deeper.
+        "reraise": True,
+    }
+
+
 def eventually(
     check: Callable[[], T],
     *,
@@ -125,26 +142,61 @@ def eventually(
     counted = _Counted(check)
     deadline = _Deadline(timeout, interval, clock)
     not_yet = _not_yet(retry_on)
-    retrying = Retrying(
-        sleep=sleep,
-        stop=deadline.stop,
-        wait=deadline.wait,
-        retry=retry_if_exception(not_yet),
-        # The last retryable failure comes out as itself, so we can chain from it below; a RetryError
-        # would hide it one level deeper.
-        reraise=True,
-    )
+    retrying = Retrying(sleep=sleep, **_until_deadline(deadline, not_yet))
     try:
         return retrying(counted)
     except BaseException as exc:
         if not not_yet(exc):
             raise
         # Only reachable on timeout: before the stop, tenacity swallows every "not yet".
-        attempts = "attempt" if counted.attempts == 1 else "attempts"
-        raise AssertionError(
-            f"eventually({_name(check, description)}) still failing after {deadline.elapsed():.1f}s "
-            f"and {counted.attempts} {attempts}; last observed:\n{_observed(exc)}"
-        ) from exc
+        raise _timed_out(check, description, deadline, counted.attempts, exc) from exc
+
+
+async def eventually_async(
+    check: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.25,
+    description: str | None = None,
+    retry_on: tuple[type[BaseException], ...] = (),
+    clock: Clock = time.monotonic,
+    sleep: AsyncSleep = asyncio.sleep,
+) -> T:
+    """`eventually` for async tests: awaits ``check()`` until it returns, with the same "not yet"
+    (the asyncio clients' NotFound included), the same deadline and the same message on timeout::
+
+        cm = await eventually_async(lambda: core.read_namespaced_config_map("web", namespace))
+    """
+    _check_non_negative(timeout=timeout, interval=interval)
+    attempts = [0]
+    deadline = _Deadline(timeout, interval, clock)
+    not_yet = _not_yet(retry_on)
+
+    async def counted() -> T:
+        attempts[0] += 1
+        return await check()
+
+    retrying = AsyncRetrying(sleep=sleep, **_until_deadline(deadline, not_yet))
+    try:
+        return await retrying(counted)
+    except BaseException as exc:
+        if not not_yet(exc):
+            raise
+        raise _timed_out(check, description, deadline, attempts[0], exc) from exc
+
+
+def _timed_out(
+    check: Callable[..., object],
+    description: str | None,
+    deadline: _Deadline,
+    attempts: int,
+    exc: BaseException,
+) -> AssertionError:
+    counted = "attempt" if attempts == 1 else "attempts"
+    return AssertionError(
+        f"eventually({_name(check, description)}) still failing after {deadline.elapsed():.1f}s "
+        f"and {attempts} {counted}; last observed:\n{_observed(exc)}"
+    )
 
 
 def consistently(

@@ -7,6 +7,7 @@ import dataclasses
 import random
 import threading
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from conflictkit import apiserver_conflicts
@@ -108,6 +109,9 @@ def test_leader_failover_one_reconciler_at_a_time_and_nothing_lost(
         # The leader dies without a word: no lease release, its connections just stop.
         faults.kill_client(lead)
         killed = time.monotonic()
+        lease_name = leader.operator.options.leader_election_id  # type: ignore[union-attr]
+        held = _lease(scenario, namespace, lease_name)  # the dead leader's term, as the apiserver stored it
+        assert held["holderIdentity"] == lead
         scenario.mark()
         scenario.scale("db-1", 2)
         scenario.create("db-2")
@@ -115,10 +119,15 @@ def test_leader_failover_one_reconciler_at_a_time_and_nothing_lost(
             lambda: standby.operator.is_leader or _fail(f"{stand} not leading"),  # type: ignore[union-attr]
             timeout=scenario.timeouts(15),
         )
-        takeover = time.monotonic() - killed
-        # It waits for the old lease to expire (renewTime + duration), then at most one retry period;
-        # bounded through the backend's scale, as every wait here (a loaded machine stretches it).
-        assert takeover <= scenario.timeouts(LEASE["lease_duration"] + 2 * LEASE["retry_period"] + 1.0)
+        takeover = time.monotonic() - killed  # recorded for the benchmark table, not asserted
+        # One reconciler at a time, judged by order rather than by a stopwatch: the standby took the
+        # Lease in one transition, and only once the dead leader's term had run out (its last renewal
+        # plus the lease duration; both replicas write these times from this process's clock).
+        taken = _lease(scenario, namespace, lease_name)
+        assert taken["holderIdentity"] == stand
+        assert taken["leaseTransitions"] == held.get("leaseTransitions", 0) + 1
+        expiry = _time(held["renewTime"]) + timedelta(seconds=held["leaseDurationSeconds"])
+        assert _time(taken["acquireTime"]) >= expiry - timedelta(milliseconds=1), (held, taken)
         seconds = scenario.wait_running()
         fault = "leader killed (lease 4 s), spec changed + cluster created"
         scenario.record(fault, seconds, compare="change", takeover=round(takeover, 3))
@@ -127,6 +136,18 @@ def test_leader_failover_one_reconciler_at_a_time_and_nothing_lost(
     finally:
         leader.stop(timeout=scenario.timeouts(2))
         envtest_context.stop_operator(cluster, standby)
+
+
+def _lease(scenario: Scenario, namespace: str, name: str) -> dict[str, Any]:
+    path = f"apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+    lease = scenario.api.get(path)
+    assert lease is not None, f"no Lease {path}"
+    return lease["spec"]  # type: ignore[no-any-return]
+
+
+def _time(micro: str) -> datetime:
+    """A Lease's MicroTime (RFC 3339 with microseconds, `Z`)."""
+    return datetime.fromisoformat(micro.replace("Z", "+00:00"))
 
 
 def _fail(message: str) -> bool:

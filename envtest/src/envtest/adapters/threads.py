@@ -22,7 +22,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from envtest.errors import ConfigError
+from envtest.adapters.signatures import name_of as _name
+from envtest.adapters.signatures import wanted
 from envtest.plugin.runner import FACTORY_KEYWORDS, ThreadOperator
 
 RUN_KEYWORDS = (*FACTORY_KEYWORDS, "api_factory")
@@ -52,35 +53,4 @@ def run_in_thread(run: Callable[..., object], *, name: str | None = None) -> Cal
 
 
 def _wanted(run: Callable[..., object]) -> tuple[str, ...]:
-    """The `RUN_KEYWORDS` `run` names (all of them for `**kwargs`); its first positional parameter
-    is the stop event's, whatever its name."""
-    try:
-        signature = inspect.signature(run)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"run_in_thread({run!r}): cannot read its signature: {exc}") from None
-    params = list(signature.parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not positional and not any(p.kind is p.VAR_POSITIONAL for p in params):
-        raise ConfigError(
-            f"run_in_thread({_name(run)}): its first parameter must take the stop event "
-            "(a threading.Event set when the test ends)"
-        )
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        names = set(RUN_KEYWORDS)
-    else:
-        names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        if positional:
-            names.discard(positional[0].name)
-    wanted = tuple(key for key in RUN_KEYWORDS if key in names)
-    try:
-        signature.bind(None, **dict.fromkeys(wanted))
-    except TypeError as exc:
-        raise ConfigError(
-            f"run_in_thread({_name(run)}): {exc}; it gets the stop event first and any of "
-            f"{', '.join(RUN_KEYWORDS)} by name"
-        ) from None
-    return wanted
-
-
-def _name(run: Callable[..., object]) -> str:
-    return str(getattr(run, "__name__", None) or type(run).__name__)
+    return wanted(run, RUN_KEYWORDS, adapter="run_in_thread", stop="a threading.Event set when the test ends")

@@ -261,7 +261,7 @@ def containerd_config(sandbox_image: str) -> str:
         '[plugins."io.containerd.grpc.v1.cri"]',
         f'  sandbox_image = "{sandbox_image}"',
         "  tolerate_missing_hugepages_controller = true",
-        # kubelet gives sandboxes -998; where that is refused capwrap clamps it instead (kept false so
+        # kubelet gives pod sandboxes -998; where that is refused capwrap clamps it instead (kept false so
         # behaviour matches kind's image everywhere else).
         "  restrict_oom_score_adj = false",
     ]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from envtest.binaries import download, gobuild, versions
+from envtest.binaries import download, gobuild, kwokrelease, versions
 from envtest.binaries.cache import INSTALL_LOCK, cache_root, parse_dir, platform_tag, versions_on_disk
 from envtest.binaries.cache import executable as _executable
 from envtest.errors import BinaryNotFound, ConfigError, InstallError
@@ -151,13 +151,28 @@ def _cached(dest: Path, name: str, version: str) -> bool:
     if name != "kwok":
         return True
     stamp = dest / gobuild.KWOK_STAMP
-    want = gobuild.kwok_build_id(_component_version(name, version))
-    return stamp.is_file() and stamp.read_text().strip() == want
+    kwok = _component_version(name, version)
+    built = stamp.read_text().strip() if stamp.is_file() else None
+    if built == gobuild.kwok_build_id(kwok):
+        return True
+    # The official release stands in only while the patched build is impossible: once go is on
+    # PATH the next resolve builds the patched kwok in its place.
+    return built == kwokrelease.release_id(kwok) and not _go_available()
+
+
+def _go_available() -> bool:
+    try:
+        gobuild.find_go()
+    except InstallError:
+        return False
+    return True
 
 
 def _build_only(name: str, version: str) -> bool:
-    """A kwok that envtest patches exists only as a build: its release download is upstream's."""
-    return name == "kwok" and bool(gobuild.kwok_patches(_component_version(name, version)))
+    """A kwok that envtest patches is built while go is there to build it: its release download is
+    upstream's, without the patches. With no go on PATH the release is downloaded instead."""
+    patched = name == "kwok" and bool(gobuild.kwok_patches(_component_version(name, version)))
+    return patched and _go_available()
 
 
 def _check_names(names: Iterable[str]) -> list[str]:
@@ -311,12 +326,23 @@ def _install_locked(
                 if not _build_only(n, ver)
             ]
             fetched, failed = download.download_all(arts, staging, progress=report)
+            if "kwok" in fetched:
+                _release_kwok(staging, dest, ver, report)
             _publish(staging, dest, fetched)
             installed.update(fetched)
             tried += [(n, f"download: {why}") for n, why in failed.items()]
             if fetched:
                 report(f"installed {', '.join(fetched)} from release downloads into {dest}")
         left = [w for w in wanted if w not in installed]
+        if "kwok stages" in left and not offline and _executable(dest / "kwok") and not _go_available():
+            # A release kwok came without go: its stages come from the module zip, verified.
+            try:
+                kwokrelease.fetch_stages(minor_pins(ver).kwok, staging / KWOK_STAGES, report)
+                _publish_dir(staging / KWOK_STAGES, dest / KWOK_STAGES)
+                installed.add("kwok stages")
+            except InstallError as exc:
+                tried.append(("kwok stages", f"module zip: {exc}"))
+            left = [w for w in left if w != "kwok stages"]
         if left:
             try:
                 gobuild.find_go()
@@ -356,6 +382,19 @@ def _install_locked(
         raise InstallError(
             f"could not install {', '.join(failed_names)} (Kubernetes v{ver}) into {dest}; tried:\n"
             f"{lines}\n{_ADVICE}"
+        )
+
+
+def _release_kwok(staging: Path, dest: Path, ver: str, report: Progress) -> None:
+    """Stamp a downloaded kwok as the official release (before the binary is published: until then
+    the stamp sits beside no binary, or beside an older kwok that can do at least as much)."""
+    kwok = _component_version("kwok", ver)
+    (staging / gobuild.KWOK_STAMP).write_text(kwokrelease.release_id(kwok) + "\n")
+    _publish(staging, dest, [gobuild.KWOK_STAMP], mode=0o644)
+    if gobuild.kwok_patches(kwok):
+        report(
+            f"kwok v{kwok} is the official release: go is not on PATH to build envtest's patched "
+            f"kwok, so {kwokrelease.LOST}; with go on PATH the next run builds it"
         )
 
 

@@ -26,7 +26,7 @@ import urllib3
 import yaml
 
 from envtest import binaries, crds
-from envtest.binaries import gobuild
+from envtest.binaries import gobuild, kwokrelease
 from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
@@ -34,6 +34,7 @@ from envtest.pki import CertificateAuthority, private_dir, service_account_key, 
 from envtest.plane import flags, kwok, streams
 from envtest.plane.ports import free_port
 from envtest.plane.process import ManagedProcess
+from envtest.record import policy
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,9 @@ class ControlPlane:
         progress: Callable[[str], None] | None = None,
         cert_valid_days: int = 7,
         pod_streams: bool = True,
-        pod_exec: bool = True,
+        pod_exec: bool = False,
+        record: bool = True,
+        record_bodies: bool = False,
     ) -> None:
         self.components = parse_components(components)
         self.version = binaries.k8s_version(version)  # a selector (`1.36`, `latest`) → its exact release
@@ -105,7 +108,12 @@ class ControlPlane:
         self.pod_streams = pod_streams
         """Serve `kubectl logs`, `exec`, `attach`, `port-forward` on kwok's pods (envtest.plane.streams)."""
         self.pod_exec = pod_exec
-        """With pod_streams: whether exec runs commands on this host (False: exec requests fail)."""
+        """With pod_streams: exec runs commands on this host in every namespace (False: only in those
+        allowed with `allow_exec`; elsewhere an exec request fails, naming the pod)."""
+        self.record = record
+        """kube-apiserver writes its audit log (`audit_log`) with envtest's policy (envtest.record)."""
+        self.record_bodies = record_bodies
+        """With record: request and response bodies of the operators' requests (never credentials')."""
         self.node_capacity = dict(node_capacity or {})
         """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
@@ -114,6 +122,7 @@ class ControlPlane:
             raise ConfigError(f"extra_args: unknown component(s) {sorted(unknown)}")
         self._binary_paths = dict(binary_paths or {})
         self._progress = progress or (lambda msg: log.info("%s", msg))
+        self._warn = progress or (lambda msg: log.warning("%s", msg))
         self._owns_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envtest-"))
         self.processes: dict[str, ManagedProcess] = {}
@@ -130,6 +139,11 @@ class ControlPlane:
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def audit_log(self) -> Path | None:
+        """kube-apiserver's audit log (the record), None when the plane runs without it."""
+        return self.workdir / "audit" / policy.LOG_FILE if self.record else None
 
     @property
     def log_paths(self) -> dict[str, Path]:
@@ -223,7 +237,13 @@ class ControlPlane:
         paths = {**found, **self._binary_paths}
         kwok_binary = paths.get(KWOK)
         if self._serves_pod_streams and kwok_binary is not None:
-            _check_patched_kwok(kwok_binary)
+            if kwokrelease.is_release(kwok_binary):
+                # Installed without go: the plane starts all the same, without what kwok cannot serve.
+                self.pod_streams = False
+                line = f"kwok at {kwok_binary} is the official release, so {kwokrelease.LOST}"
+                self._warn(line)
+            else:
+                _check_patched_kwok(kwok_binary)
         return paths
 
     def _write_pki(self) -> None:
@@ -325,6 +345,9 @@ class ControlPlane:
             "service-account-signing-key-file": str(pki / "sa.key"),
             "cert-dir": str(pki),
         }
+        if self.audit_log is not None:
+            policy_file = policy.write(self.audit_log.parent, bodies=self.record_bodies)
+            args |= policy.apiserver_flags(policy_file, self.audit_log)
         if self._serves_pod_streams:
             args |= {
                 "kubelet-client-certificate": str(pki / "apiserver-kubelet-client.crt"),
@@ -388,6 +411,11 @@ class ControlPlane:
             "cert-dir": str(self.workdir / "scheduler-certs"),
         }
         self._launch(SCHEDULER, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"))
+
+    def allow_exec(self, namespace: str) -> None:
+        """Let `kubectl exec` into `namespace`'s fake pods run commands on this host (see
+        envtest.plane.streams); a no-op where exec is allowed everywhere already."""
+        streams.allow_exec(self.pods_dir, namespace)
 
     def _start_kwok(self, binary: Path) -> None:
         stages_dir = binaries.kwok_stages_dir(self.version)

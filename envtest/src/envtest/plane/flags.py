@@ -23,7 +23,7 @@ ETCD_FLAGS: Flags = {
 }
 
 APISERVER_FLAGS: Flags = {
-    "advertise-address": "127.0.0.1",  # no default route in sandboxes and offline CI
+    "advertise-address": "127.0.0.1",  # no default route in containers and offline CI
     "bind-address": "127.0.0.1",  # never listen beyond this machine
     # The endpoint reconciler refuses loopback addresses; nothing in a test plane dials the
     # `kubernetes` Service (kwok runs no containers), so no reconciler is needed.

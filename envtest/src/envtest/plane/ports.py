@@ -3,18 +3,20 @@
 Asking the kernel for port 0 and closing the socket is the usual trick, but between closing it and the
 component binding the port, another pytest-xdist worker asking the same way can be handed the very same
 number. So every port we hand out is also *claimed* with a marker file under
-``<tempdir>/envtest-ports/<port>``, created with O_CREAT|O_EXCL so exactly one process wins it. Claims
-are never released explicitly (the owner may be SIGKILLed); they expire after ``CLAIM_TTL`` seconds,
-long after any component has bound its port. A port still bound by a live control plane is never
-reclaimed, because the kernel does not hand it out in the first place.
+``${XDG_CACHE_HOME:-~/.cache}/envtest/ports/<port>``, created with O_CREAT|O_EXCL so exactly one
+process wins it. Claims are never released explicitly (the owner may be SIGKILLed); they expire after
+``CLAIM_TTL`` seconds, long after any component has bound its port. A port still bound by a live
+control plane is never reclaimed, because the kernel does not hand it out in the first place.
+
+The claims are the user's own (a 0700 folder in their cache), not a world-writable folder in /tmp:
+another user could fill or replace a shared one. Two users' runs on one host therefore only meet in
+the kernel's own choice of free ports, which a bound port never re-enters.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 
@@ -63,15 +65,13 @@ def _claim(claims: Path, port: int) -> bool:
     # Taking over a stale claim is check-then-act (stat, unlink, create), so it is serialized; without
     # the lock two processes could both judge it stale and the second unlink the first one's new claim.
     # Fresh claims never take the lock: O_EXCL alone is atomic, and an unlink only ever happens here.
-    with FileLock(claims / ".reclaim.lock", mode=0o666, thread_local=False):
+    with FileLock(claims / ".reclaim.lock", mode=0o600, thread_local=False):
         try:
             if time.time() - path.stat().st_mtime < CLAIM_TTL:
                 return False
             path.unlink()
         except FileNotFoundError:
             pass
-        except PermissionError:
-            return False  # another user's claim in the sticky directory: leave that port to them
         return _create_exclusive(path)
 
 
@@ -86,12 +86,8 @@ def _create_exclusive(path: Path) -> bool:
 
 
 def _claim_dir() -> Path:
-    path = Path(tempfile.gettempdir()) / "envtest-ports"
-    try:
-        path.mkdir()
-    except FileExistsError:
-        return path
-    # Ports are a host-wide namespace, so the directory is shared by every user, like /tmp itself.
-    with contextlib.suppress(OSError):
-        path.chmod(0o1777)
+    from envtest.binaries.cache import cache_root
+
+    path = cache_root().parent / "ports"  # beside the binaries: ~/.cache/envtest/ports
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path

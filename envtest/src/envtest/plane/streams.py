@@ -13,10 +13,13 @@ envtest.binaries.gobuild.kwok_patches) replaces ``$(POD_NAMESPACE)``, ``$(POD_NA
 
 Semantics, chosen to be useful without containers:
 
-- **exec** runs the command on this host, as the user running the plane, in the pod's sandbox
-  directory (joined with the container's ``workingDir``), with the plane's environment plus the
-  container's literal ``env`` values (``valueFrom`` is not resolved). Exit codes come back as they do
-  from a kubelet. ``ControlPlane(pod_exec=False)`` turns exec off (requests then fail, naming the pod).
+- **exec** is off unless something allowed it for the pod's namespace (`allow_exec`: the plugin
+  does so for tests that ask — the ``fake_pods`` fixture, ``@pytest.mark.envtest_pod_exec``,
+  ``envtest_pod_exec = true``); a refused exec fails naming the pod. Allowed, it runs the command **on
+  this host**, as the user running the plane, in the pod's sandbox directory (joined with the
+  container's ``workingDir``; not a chroot: absolute paths are the host's), with the plane's
+  environment plus the container's literal ``env`` values (``valueFrom`` is not resolved). Exit codes
+  come back as they do from a kubelet. ``ControlPlane(pod_exec=True)`` allows it in every namespace.
 - **logs** read the container's log file; a container nothing wrote for shows one line saying so.
   Tests write with ``write_log`` (the ``fake_pods`` fixture). ``-f`` follows later writes.
 - **attach** follows the same log file from its end (stdin is not delivered anywhere).
@@ -66,8 +69,36 @@ def port_path(root: Path, namespace: str, pod: str, port: int) -> Path:
     return pod_dir(root, namespace, pod) / "ports" / str(int(port))
 
 
-def rules(root: Path, *, exec_: bool = True, python: str = sys.executable) -> list[dict[str, Any]]:
-    """kwok's cluster-wide Logs, Attach, PortForward and (with ``exec_``) Exec rules over ``root``."""
+EXEC_ALLOWED = ".exec-allowed"
+"""In a namespace's folder of the pods root: exec is allowed there while this file exists (no pod
+name starts with a dot, so it never meets a pod's folder)."""
+EXEC_GATE_ENV = "KWOK_EXEC_REQUIRES_FILE"
+"""The Exec rule's env that envtest's kwok build reads as "run only if this file exists"
+(envtest.binaries.gobuild.kwok_patches); it is not passed to the command."""
+
+
+def exec_allowed_path(root: Path, namespace: str) -> Path:
+    return pod_dir(root, namespace, "_").parent / EXEC_ALLOWED
+
+
+def allow_exec(root: Path, namespace: str) -> None:
+    """Let `kubectl exec` into `namespace`'s fake pods run commands on this host."""
+    path = exec_allowed_path(root, namespace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+
+
+def forbid_exec(root: Path, namespace: str) -> None:
+    exec_allowed_path(root, namespace).unlink(missing_ok=True)
+
+
+def exec_allowed(root: Path, namespace: str) -> bool:
+    return exec_allowed_path(root, namespace).exists()
+
+
+def rules(root: Path, *, exec_: bool = False, python: str = sys.executable) -> list[dict[str, Any]]:
+    """kwok's cluster-wide Logs, Attach, PortForward and Exec rules over ``root``; exec runs only in
+    namespaces allowed by `allow_exec`, or (``exec_``) in every namespace."""
     base = f"{root}/{_NS}/{_POD}"
     logs = f"{base}/logs/{_CONTAINER}.log"
     docs: list[dict[str, Any]] = [
@@ -81,8 +112,10 @@ def rules(root: Path, *, exec_: bool = True, python: str = sys.executable) -> li
             {"forwards": [{"command": [python, "-I", str(FORWARD_SCRIPT), f"{base}/ports/{_PORT}"]}]},
         ),
     ]
-    if exec_:
-        docs.append(_rule("ClusterExec", {"execs": [{"local": {"workDir": f"{base}/sandbox"}}]}))
+    local: dict[str, Any] = {"workDir": f"{base}/sandbox"}
+    if not exec_:
+        local["envs"] = [{"name": EXEC_GATE_ENV, "value": f"{root}/{_NS}/{EXEC_ALLOWED}"}]
+    docs.append(_rule("ClusterExec", {"execs": [{"local": local}]}))
     return docs
 
 

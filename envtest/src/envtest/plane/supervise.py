@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--job-pods", default="complete", choices=["complete", "hold"])
     parser.add_argument("--owner-pid", type=int)
     parser.add_argument("--no-pod-streams", dest="pod_streams", action="store_false")
-    parser.add_argument("--no-pod-exec", dest="pod_exec", action="store_false")
+    parser.add_argument("--pod-exec", action="store_true", help="exec on fake pods in every namespace")
+    parser.add_argument("--no-record", dest="record", action="store_false", help="no audit log")
+    parser.add_argument("--record-bodies", action="store_true", help="the audit log keeps bodies")
     parser.add_argument("--conversion-webhook", help="package.module:factory of the conversion server")
     parser.add_argument("--conversion-path", default=DEFAULT_PATH)
     parser.add_argument("--python-path", action="append", default=[], help="prepended to sys.path")
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             job_pods=args.job_pods,
             pod_streams=args.pod_streams,
             pod_exec=args.pod_exec,
+            record=args.record,
+            record_bodies=args.record_bodies,
             workdir=args.state_dir / "plane",
             progress=lambda m: print(m, flush=True),
             # A supervised plane may be kept for months; reuse refuses it a day before this ends.
@@ -143,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             conversion_ca=ca.decode(),
             pod_streams=args.pod_streams,
             pod_exec=args.pod_exec,
+            audit_log=str(plane.audit_log or ""),
         ).write(args.state_dir)
         stop.wait()
     finally:

@@ -82,7 +82,11 @@ class PlaneState:
     pod_streams: bool = True
     """Whether kwok serves logs/exec/attach/port-forward for fake pods (ControlPlane's pod_streams)."""
     pod_exec: bool = True
-    """With pod_streams: whether exec runs commands on this host (False: exec requests fail)."""
+    """With pod_streams: exec runs commands on this host in every namespace (False: only where
+    allowed, see envtest.plane.streams). True in states written before exec could be allowed per
+    namespace, when it was on everywhere."""
+    audit_log: str = ""
+    """kube-apiserver's audit log (the record); "" when the plane runs without one."""
 
     def write(self, state_dir: Path) -> None:
         tmp = state_dir / (STATE_FILE + ".tmp")
@@ -214,7 +218,7 @@ def differences(
     job_pods: str,
     conversion: str | None = None,
     pod_streams: bool = True,
-    pod_exec: bool = True,
+    pod_exec: bool = False,
 ) -> list[str]:
     """How a running plane differs from the settings a caller wants to reuse it with (empty: none).
     ``conversion`` None: not compared (`envtest up` without the option); "" asks for none.
@@ -258,7 +262,7 @@ def check_reusable(
     conversion: str | None = None,
     now: dt.datetime | None = None,
     pod_streams: bool = True,
-    pod_exec: bool = True,
+    pod_exec: bool = False,
 ) -> None:
     """Raise UsageProblem naming every differing setting and the command that stops the plane: a
     plane silently reused with other settings would make tests pass or fail for the wrong reason.
@@ -318,7 +322,9 @@ def supervise_argv(
     owner_pid: int | None = None,
     conversion: Conversion | None = None,
     pod_streams: bool = True,
-    pod_exec: bool = True,
+    pod_exec: bool = False,
+    record: bool = True,
+    record_bodies: bool = False,
 ) -> list[str]:
     """The command line of `envtest.plane.supervise` (its parser reads back exactly these)."""
     argv = [
@@ -338,8 +344,12 @@ def supervise_argv(
         argv += ["--version", version]
     if not pod_streams:
         argv.append("--no-pod-streams")
-    if not pod_exec:
-        argv.append("--no-pod-exec")
+    if pod_exec:
+        argv.append("--pod-exec")
+    if not record:
+        argv.append("--no-record")
+    if record_bodies:
+        argv.append("--record-bodies")
     for crd in crds:
         argv += ["--crd", str(Path(crd).resolve())]
     if owner_pid:
@@ -363,7 +373,9 @@ def launch(
     conversion: Conversion | None = None,
     timeout: float = 600.0,
     pod_streams: bool = True,
-    pod_exec: bool = True,
+    pod_exec: bool = False,
+    record: bool = True,
+    record_bodies: bool = False,
 ) -> PlaneState:
     """Start a supervisor for a new plane and wait until it reports ready. Resolve the binaries first
     (callers do, with progress the user sees): otherwise `timeout` must cover a first-time build,
@@ -381,6 +393,8 @@ def launch(
         conversion=conversion,
         pod_streams=pod_streams,
         pod_exec=pod_exec,
+        record=record,
+        record_bodies=record_bodies,
     )
     return spawn(argv, state_dir, read_state, timeout=timeout, what="control plane")
 

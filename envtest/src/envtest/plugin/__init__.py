@@ -10,7 +10,8 @@ which start nothing until a test asks for one. A configured project also gets th
 Layers, top first (each module imports only modules below it; `tests/unit/test_plugin_layers.py`):
 this module (the hooks) → `aliases`, `webhook_fixtures` → `fixtures` → `session` (the run's state,
 the root every fixture reaches through) → `context` (one test) → `settings`, `runner`, `releases`,
-`sweep` → `endpoint`, `rbac`, `artifacts`, `cleanup`, `state` (leaves).
+`sweep`, `clusterscoped`, `pointing` → `endpoint`, `rbac`, `artifacts`, `cleanup`, `isolation`,
+`state` (leaves).
 
 Under xdist one local control plane serves every worker: the first worker to need it starts it
 under a FileLock beside the run's base temp dir, detached; only the xdist controller stops it.
@@ -25,6 +26,7 @@ import pytest
 
 from envtest.plugin import settings
 from envtest.plugin.fixtures import (
+    _envtest_place,
     envtest_cluster,
     envtest_context,
     envtest_fake_pods,
@@ -42,6 +44,7 @@ from envtest.plugin.state import CTX_KEY, SESSION_KEY, SHARED_DIR
 __all__ = [
     "CTX_KEY",
     "SESSION_KEY",
+    "_envtest_place",
     "envtest_cluster",
     "envtest_context",
     "envtest_fake_pods",
@@ -69,9 +72,21 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "envtest_private(components=…, job_pods=…, pod_exec=…): settings of the test's private_cluster",
     )
+    config.addinivalue_line(
+        "markers",
+        "envtest_clusterwide: the test runs alone on the cluster; its operator is bound and watches "
+        "cluster-wide; cluster-scoped objects that appear during it are its own",
+    )
+    config.addinivalue_line(
+        "markers",
+        "envtest_pod_exec: kubectl exec into the test's fake pods runs commands on this host",
+    )
     from envtest.plugin import webhook_fixtures  # pytest-only at import: `pytest --help` stays fast
 
     config.pluginmanager.register(webhook_fixtures, webhook_fixtures.PLUGIN_NAME)
+    async_fixtures = _async_fixtures()
+    if async_fixtures is not None:
+        config.pluginmanager.register(async_fixtures, async_fixtures.PLUGIN_NAME)
     if settings.configured(config):
         try:
             settings.check_unknown(config)
@@ -81,9 +96,33 @@ def pytest_configure(config: pytest.Config) -> None:
         from envtest.plugin.session import new_session  # heavy: only in configured projects
 
         config.stash[SESSION_KEY] = new_session(config)
-        from envtest.plugin import aliases
+        from envtest.plugin import aliases, pointing
 
+        pointing.point_at_placeholder(config)
         config.pluginmanager.register(aliases, aliases.PLUGIN_NAME)
+        if async_fixtures is not None:
+            config.pluginmanager.register(async_fixtures.Short(), async_fixtures.SHORT_PLUGIN_NAME)
+
+
+def _async_fixtures() -> Any:
+    """The async fixtures' module where pytest-asyncio is installed (else None): importing it
+    imports pytest_asyncio, so a project without it pays nothing."""
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_asyncio") is None:
+        return None
+    from envtest.plugin import async_fixtures
+
+    return async_fixtures
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from envtest.plugin.state import AMBIENT_KEY
+
+    if AMBIENT_KEY in config.stash:
+        from envtest.plugin import pointing
+
+        pointing.release(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -149,7 +188,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     # A failure found at teardown (operator crash, stuck finalizer) has had them written already,
     # by the context, before the namespace went; collect_artifacts() returns that folder.
     if ctx is not None and report.failed:
+        ctx.record.keep = True
         dest = ctx.collect_artifacts()
         if dest is not None:
             report.sections.append(("envtest artifacts", str(dest)))
+    if ctx is not None and report.when == "teardown":
+        try:  # the record never fails a test: at worst its report says it is incomplete
+            ctx.finish_record()
+        except Exception as exc:
+            ctx.session.recording.incomplete.append(f"{item.nodeid} ({type(exc).__name__}: {exc})")
     return report

@@ -10,17 +10,18 @@ import logging
 import os
 import re
 import secrets
+import threading
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envtest import objects, timeouts
-from envtest.errors import EnvtestError, FinalizerStuck
+from envtest.errors import ClusterScopedLeftover, EnvtestError, FinalizerStuck, HotLoop
 from envtest.plane import streams
-from envtest.plugin import artifacts, cleanup, grant_probes, rbac
+from envtest.plugin import artifacts, cleanup, clusterscoped, grant_probes, isolation, rbac, recording
 
 if TYPE_CHECKING:
     import pytest
@@ -50,7 +51,9 @@ class SessionView(Protocol):
     run_id: str
     worker: str
     cr_paths: list[str]
+    cluster_cr_paths: list[str]
     operator_roles: list[dict[str, Any]]
+    recording: recording.SessionRecord
 
     @property
     def labels(self) -> dict[str, str]: ...
@@ -61,13 +64,33 @@ class SessionView(Protocol):
 
     def namespaced_rules(self, cluster: Cluster, clusterrole: str) -> list[dict[str, Any]]: ...
 
+    def cluster(self) -> Cluster: ...
+
+    @property
+    def alone_in_run(self) -> bool: ...
+
+    @property
+    def isolation_dir(self) -> Path: ...
+
 
 class TestContext:
     __test__ = False  # not a test class, whatever pytest's collection rules think of the name
 
-    def __init__(self, session: SessionView, nodeid: str) -> None:
+    def __init__(
+        self, session: SessionView, nodeid: str, *, clusterwide: bool = False, pod_exec: bool = False
+    ) -> None:
         self.session = session
         self.nodeid = nodeid
+        self.clusterwide = clusterwide
+        """Cluster-wide mode: the test runs alone, its operators are bound cluster-wide and watch
+        every namespace (`envtest_clusterwide` marker, `envtest_operator_scope = cluster`)."""
+        self.pod_exec = pod_exec
+        """Exec on the fake pods of this test's namespaces runs commands on this host."""
+        self.hold: isolation.Hold | None = None
+        """This test's hold on the run's isolation lock (see `isolation`), from `begin()`."""
+        self._inventory: clusterscoped.Inventory | None = None  # cluster-scoped CRs when it began
+        self._cluster_scoped_done = False  # they were dealt with (by stop_operator, or by finish)
+        self._releases: list[Future[None]] = []  # this test's namespace releases
         self.namespaces: list[str] = []
         self.operator_logs: list[Path] = []
         self.extra_log_paths: dict[str, Path] = {}
@@ -77,6 +100,70 @@ class TestContext:
         self.artifacts: Path | None = None
         self._clusters: dict[str, Cluster] = {}  # namespace → the cluster it lives on
         self._grants: dict[str, set[str]] = {}  # namespace → URLs of cluster-scoped grants made for it
+        self.record = recording.TestRecord(session.recording, nodeid)
+        """The requests of this test's operators (envtest.plugin.recording)."""
+
+    # -- the test's place on the cluster -------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Take the test's hold (exclusive in cluster-wide mode, shared otherwise; this may wait for
+        other workers' tests) and note which cluster-scoped custom resources exist already."""
+        self.hold = isolation.hold(self.session.isolation_dir, exclusive=self.clusterwide)
+        try:
+            if self.session.cluster_cr_paths:
+                cluster = self.session.cluster()
+                self._inventory = clusterscoped.take(
+                    cluster.session, cluster.server, self.session.cluster_cr_paths
+                )
+        except BaseException:
+            self.hold.release()
+            raise
+
+    def finish(self) -> None:
+        """After every other fixture of the test: cluster-scoped leftovers of a test without an
+        operator, then the hold, once the test's namespaces are released."""
+        try:
+            self._clean_cluster_scoped(wait=0.0)
+        finally:
+            hold, self.hold = self.hold, None
+            if hold is not None:
+                _release_after(self._releases, hold.release)
+
+    def _clean_cluster_scoped(self, *, wait: float) -> None:
+        """Delete the cluster-scoped custom resources this test made (see `clusterscoped`), waiting
+        `wait` seconds for the operator to process their finalizers; label and report the rest."""
+        if self._inventory is None or self._cluster_scoped_done:
+            return
+        self._cluster_scoped_done = True
+        cluster = self.session.cluster()
+        found = clusterscoped.appeared(cluster.session, cluster.server, self._inventory)
+        if not found:
+            return
+        alone = self.clusterwide or self.session.alone_in_run
+        agent = cluster.user_agent or ""
+        mine, unknown = clusterscoped.split(found, alone=alone, manager=clusterscoped.manager_of(agent))
+        left = clusterscoped.delete(cluster.session, cluster.server, mine, wait=wait)
+        if left and wait > 0:
+            warnings.warn(
+                FinalizerStuck(
+                    f"{self.nodeid}: still present {wait:.0f}s after delete with the operator running: "
+                    f"{', '.join(item.label for item in left)}; finalizers will be stripped "
+                    f"(artifacts: {self.collect_artifacts()})"
+                ),
+                stacklevel=1,
+            )
+        clusterscoped.unblock(cluster.session, cluster.server, left)
+        if unknown:
+            clusterscoped.label(cluster.session, cluster.server, unknown, self.session.labels)
+            warnings.warn(
+                ClusterScopedLeftover(
+                    f"{self.nodeid}: cluster-scoped {', '.join(item.label for item in unknown)} appeared "
+                    "while other workers' tests ran too, and were not written by this worker's clients: "
+                    "left for the end-of-run sweep. Mark the test @pytest.mark.envtest_clusterwide to "
+                    "run it alone (then whatever appears is its own)."
+                ),
+                stacklevel=1,
+            )
 
     # -- namespaces -----------------------------------------------------------------------------------
 
@@ -96,6 +183,9 @@ class TestContext:
             raise EnvtestError(f"creating namespace {name}: {resp.status_code} {resp.text[:300]}")
         self.namespaces.append(name)
         self._clusters[name] = cluster
+        if self.pod_exec and cluster.pods_dir is not None:
+            streams.allow_exec(cluster.pods_dir, name)
+        self.record.watch(cluster, name)
         if cluster.has_controllers:
             self._wait_default_service_account(cluster, name)
         return name
@@ -111,10 +201,13 @@ class TestContext:
         one: on the session's cluster it goes in the background (see `envtest.plugin.releases`); on a
         private plane at once (the plane is about to stop)."""
         began = time.monotonic()
+        if cluster.pods_dir is not None:  # what the test allowed ends with it
+            streams.forbid_exec(cluster.pods_dir, name)
         if cluster is self.private:
             self._release(cluster, name)
         else:
-            self.session.releases.submit(self.nodeid, name, functools.partial(self._release, cluster, name))
+            release = functools.partial(self._release, cluster, name)
+            self._releases.append(self.session.releases.submit(self.nodeid, name, release))
         _timing("namespace_delete", began, self.nodeid)
 
     def _release(self, cluster: Cluster, name: str) -> None:
@@ -166,7 +259,8 @@ class TestContext:
         runner = OperatorRunner(
             factory,
             api_factory_for(kubeconfig),
-            namespace=namespace,
+            namespace=None if self.clusterwide else namespace,  # the factory's scope
+            home_namespace=namespace,
             kubeconfig=kubeconfig,
             log_path=log_path,
             loggers=self.session.settings.operator_loggers or None,
@@ -190,7 +284,24 @@ class TestContext:
         # One request each grant allows: asked of the authorizer until it agrees (see grant_probes).
         probes: list[grant_probes.Probe | None] = []
         clusterrole = self.session.operator_clusterrole()
-        if clusterrole is not None:
+        if clusterrole is not None and self.clusterwide:
+            # The whole ClusterRole, cluster-wide, as a cluster-wide deployment binds it: the test
+            # runs alone (see begin()), so nobody else's namespace is there to be touched.
+            rules = self.session.namespaced_rules(cluster, clusterrole)
+            rules += self.session.cluster_scoped_rules(cluster, clusterrole)
+            probes.append(grant_probes.probe(rules, None))
+            labels = {**self.session.labels, rbac.NAMESPACE_LABEL: namespace}
+            docs.append(
+                rbac.binding(
+                    "ClusterRoleBinding",
+                    f"{OPERATOR_SERVICE_ACCOUNT}-{namespace}",
+                    role_kind="ClusterRole",
+                    role_name=clusterrole,
+                    labels=labels,
+                    **sa,
+                )
+            )
+        elif clusterrole is not None:
             probes.append(grant_probes.probe(self.session.namespaced_rules(cluster, clusterrole), namespace))
             docs.append(
                 rbac.binding(
@@ -270,26 +381,8 @@ class TestContext:
         if self.faults is not None:
             self.faults.clear()  # the faults belong to the test body, not to the cleanup of its CRs
         try:
-            if runner.namespace and not runner.errors:
-                swept = cleanup.delete_custom_resources(
-                    cluster.session,
-                    cluster.server,
-                    runner.namespace,
-                    self.session.cr_paths,
-                    wait=TEARDOWN_WAIT,
-                )
-                left = swept.left
-                if left:
-                    # A warning, so suites choose: `filterwarnings = error::envtest.errors.FinalizerStuck`
-                    # makes it fail the test (this repo does), as the bug it usually is.
-                    warnings.warn(
-                        FinalizerStuck(
-                            f"{self.nodeid}: still present {TEARDOWN_WAIT:.0f}s after delete with the "
-                            f"operator running: {', '.join(left)}; finalizers will be stripped "
-                            f"(artifacts: {self.collect_artifacts()})"
-                        ),
-                        stacklevel=1,
-                    )
+            if not runner.errors:
+                self._delete_with_operator(cluster, runner)
         finally:
             try:
                 runner.stop()
@@ -301,6 +394,44 @@ class TestContext:
         if runner.errors:
             self.collect_artifacts()
         runner.check()
+        if runner.namespace:
+            self._check_hot_loops(cluster, runner.namespace)
+
+    def _check_hot_loops(self, cluster: Cluster, namespace: str) -> None:
+        """After the operator stopped, its record is complete: a loop found warns now, while the
+        namespace (artifacts) still exists. A warning, so suites choose, as with FinalizerStuck."""
+        loops = self.record.hot_loops(cluster, namespace)
+        if loops:
+            found = "; ".join(loop.describe() for loop in loops)
+            warnings.warn(
+                HotLoop(f"{self.nodeid}: {found} (artifacts: {self.collect_artifacts()})"), stacklevel=1
+            )
+
+    def _delete_with_operator(self, cluster: Cluster, runner: OperatorRunner) -> None:
+        """The test's custom resources deleted while `runner` still runs, so it processes their
+        finalizers: those of its namespace (of every namespace of the test on that cluster, for a
+        cluster-wide operator), and the cluster-scoped ones the test made."""
+        if runner.namespace is not None:
+            namespaces = [runner.namespace]
+        else:
+            namespaces = [ns for ns in self.namespaces if self._clusters.get(ns) is cluster]
+        for namespace in namespaces:
+            swept = cleanup.delete_custom_resources(
+                cluster.session, cluster.server, namespace, self.session.cr_paths, wait=TEARDOWN_WAIT
+            )
+            if swept.left:
+                # A warning, so suites choose: `filterwarnings = error::envtest.errors.FinalizerStuck`
+                # makes it fail the test (this repo does), as the bug it usually is.
+                warnings.warn(
+                    FinalizerStuck(
+                        f"{self.nodeid}: still present {TEARDOWN_WAIT:.0f}s after delete with the "
+                        f"operator running: {', '.join(swept.left)}; finalizers will be stripped "
+                        f"(artifacts: {self.collect_artifacts()})"
+                    ),
+                    stacklevel=1,
+                )
+        if self._inventory is not None and cluster is self.session.cluster():
+            self._clean_cluster_scoped(wait=TEARDOWN_WAIT)
 
     # -- artifacts ------------------------------------------------------------------------------------
 
@@ -323,11 +454,41 @@ class TestContext:
         )
         return self.artifacts
 
+    def record_closing(self, cluster: Cluster) -> None:
+        """`cluster` (a private plane) is about to stop: keep its record of this test."""
+        self.record.closing(cluster)
+
+    def finish_record(self) -> Path | None:
+        """The test is over: its record counted for the run, and written into its artifacts when
+        it failed (or `--envtest-record=all`); the folder written, if any."""
+        dest = self.session.settings.artifacts_dir / artifacts.sanitize(self.nodeid)
+        return self.record.finish(self._clusters, dest)
+
     def log_dir(self) -> Path:
         base = self.session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
         path = base / "envtest-tests" / re.sub(r"[^A-Za-z0-9_.-]+", "-", self.nodeid)[-120:]
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def _release_after(futures: list[Future[None]], release: Callable[[], None]) -> None:
+    """Call `release` once every future is done (at once when none is pending), from whichever
+    thread finishes last; its failures are the futures' business, reported by `Releases`."""
+    pending = [future for future in futures if not future.done()]
+    if not pending:
+        release()
+        return
+    count, lock = [len(pending)], threading.Lock()
+
+    def one_done(_: Future[None]) -> None:
+        with lock:
+            count[0] -= 1
+            last = count[0] == 0
+        if last:
+            release()
+
+    for future in pending:
+        future.add_done_callback(one_done)
 
 
 def _concurrently(calls: list[Callable[[], T]]) -> list[T]:

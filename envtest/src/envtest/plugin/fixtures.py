@@ -57,16 +57,38 @@ def envtest_timeouts(envtest_cluster: Cluster) -> Timeouts:
     return Timeouts(envtest_cluster.backend)
 
 
+@pytest.fixture(autouse=True)
+def _envtest_place(request: pytest.FixtureRequest) -> None:
+    """A test that uses the session's cluster in any way (even only `kube`) takes its place on it
+    through `envtest_context`: what it makes of cluster-scoped kinds is then deleted after it, and a
+    cluster-wide test waits for it. Tests that never touch the cluster pay nothing."""
+    if "envtest_cluster" in request.fixturenames and "envtest_context" not in request.fixturenames:
+        request.getfixturevalue("envtest_context")
+
+
 @pytest.fixture
-def envtest_context(request: pytest.FixtureRequest) -> TestContext:
-    """Per-test bookkeeping: namespaces, operator logs, artifacts (used by the other fixtures)."""
+def envtest_context(request: pytest.FixtureRequest) -> Iterator[TestContext]:
+    """Per-test bookkeeping: namespaces, operator logs, artifacts (used by the other fixtures). Its
+    setup takes the test's place on the cluster — beside other workers' tests, or alone for a
+    cluster-wide test, which may wait for them (`envtest.plugin.isolation`) —, its teardown (after
+    every fixture built on it) removes the cluster-scoped custom resources the test made."""
     from envtest.plugin.context import TestContext
 
-    ctx = request.node.stash.get(CTX_KEY, None)
-    if ctx is None:
-        ctx = TestContext(_session(request.config), request.node.nodeid)
-        request.node.stash[CTX_KEY] = ctx
-    return ctx
+    session = _session(request.config)
+    node = request.node
+    ctx = TestContext(
+        session,
+        node.nodeid,
+        clusterwide=session.settings.operator_scope == "cluster"
+        or node.get_closest_marker("envtest_clusterwide") is not None,
+        pod_exec=node.get_closest_marker("envtest_pod_exec") is not None,
+    )
+    ctx.begin()
+    node.stash[CTX_KEY] = ctx
+    try:
+        yield ctx
+    finally:
+        ctx.finish()
 
 
 @pytest.fixture
@@ -81,8 +103,9 @@ def envtest_namespace(envtest_context: TestContext, envtest_cluster: Cluster) ->
 def envtest_fake_pods(envtest_cluster: Cluster, envtest_namespace: str) -> Iterator[FakePods]:
     """kwok's fake pods on the local plane, in this test's namespace by default: `write_log(pod, text)`
     for `kubectl logs`, `serve_port(pod, port, handler)` for `kubectl port-forward`, `sandbox(pod)`
-    where `kubectl exec` runs. Fails on a backend without them (kind and existing clusters run real
-    kubelets; a plane started with pod_streams=False)."""
+    where `kubectl exec` runs — on this host, which asking for this fixture allows in the test's
+    namespace (`allow_exec(namespace)` for another). Fails on a backend without them (kind and
+    existing clusters run real kubelets; a plane started with pod_streams=False)."""
     from envtest.fakepods import FakePods
 
     if envtest_cluster.pods_dir is None:
@@ -96,6 +119,7 @@ def envtest_fake_pods(envtest_cluster: Cluster, envtest_namespace: str) -> Itera
         session=envtest_cluster.session,
         server=envtest_cluster.server,
     )
+    pods.allow_exec()  # a test that asks for fake pods asks for what they do, exec included
     try:
         yield pods
     finally:
@@ -149,7 +173,10 @@ def envtest_private_cluster(
         yield cluster
     finally:
         envtest_context.private = None
-        cluster.close()
+        try:
+            envtest_context.record_closing(cluster)  # its audit log goes with it
+        finally:
+            cluster.close()
 
 
 @pytest.fixture

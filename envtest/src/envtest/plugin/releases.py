@@ -31,11 +31,13 @@ class Releases:
         """Releases not finished yet."""
         return sum(not future.done() for _, _, future in self._pending)
 
-    def submit(self, test: str, namespace: str, release: Callable[[], None]) -> None:
+    def submit(self, test: str, namespace: str, release: Callable[[], None]) -> Future[None]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="envtest-release")
         self._reap()
-        self._pending.append((test, namespace, self._pool.submit(release)))
+        future = self._pool.submit(release)
+        self._pending.append((test, namespace, future))
+        return future
 
     def drain(self, timeout: float = DRAIN_TIMEOUT) -> list[str]:
         """Wait for every pending release (up to `timeout` s); every failure so far."""

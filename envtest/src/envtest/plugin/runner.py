@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from envtest import ambient
 from envtest.errors import ConfigError, OperatorFailed
 
 
@@ -177,11 +178,14 @@ class OperatorRunner:
         api_factory: ApiFactory,
         *,
         namespace: str | None,
+        home_namespace: str | None = None,
         kubeconfig: Path | None = None,
         log_path: Path | None = None,
         loggers: Sequence[str] | None = None,
     ) -> None:
         self.factory, self.api_factory, self.namespace = factory, api_factory, namespace
+        self.home_namespace = home_namespace or namespace
+        """The namespace its identity lives in (the test's), also when it watches every namespace."""
         self.kubeconfig = kubeconfig
         """The operator's identity, which `api_factory`'s clients use too (see `FACTORY_KEYWORDS`)."""
         self._call = factory_call(factory)
@@ -197,10 +201,15 @@ class OperatorRunner:
             self._attach_to = tuple(loggers)
         self._handler: logging.Handler | None = None
         self._saved_levels: dict[str, int] = {}
+        self._ambient: ambient.Frame | None = None
         self.operator: OperatorLike | None = None
 
     def start(self) -> OperatorLike:
         self._attach_log()
+        if self.kubeconfig is not None:
+            # What kopf's login does in production, for every framework: clients an operator builds
+            # from the environment or the official client's default act as its identity.
+            self._ambient = ambient.point(self.kubeconfig, label=f"operator {describe(self.factory)}")
         try:
             self.operator = self._build()
             self.operator.start()
@@ -218,6 +227,9 @@ class OperatorRunner:
                 while self._closers:  # after the operator: it may use them until it has stopped
                     self._closers.pop()()
             finally:
+                if self._ambient is not None:
+                    self._ambient.close()
+                    self._ambient = None
                 self._detach_log()
 
     def _build(self) -> OperatorLike:

@@ -18,7 +18,7 @@ from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
 from envtest.errors import ConfigError, CRDError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
-from envtest.plugin import endpoint, rbac, sweep
+from envtest.plugin import clusterscoped, endpoint, pointing, rbac, recording, sweep
 from envtest.plugin import settings as settings_mod
 from envtest.plugin.releases import Releases
 from envtest.plugin.settings import Settings
@@ -69,6 +69,7 @@ def _local_from_state(state: supervisor.PlaneState) -> LocalCluster:
         components=state.components,
         log_paths={k: Path(v) for k, v in state.logs.items()},
         pods_dir=pods if (pods := Path(state.workdir) / "pods").is_dir() else None,
+        audit_log=Path(state.audit_log) if state.audit_log else None,
     )
 
 
@@ -85,7 +86,9 @@ class ClusterSession:
             [doc for _, doc in crds.load(settings.crds, notes=self.notes)] if settings.crds else []
         )
         self.cr_paths = objects.custom_resource_paths(self._crd_docs)
-        """API paths of the custom resources the tests' CRDs define (deleted at test teardown)."""
+        """API paths of the namespaced custom resources the tests' CRDs define (deleted at teardown)."""
+        self.cluster_cr_paths = objects.custom_resource_paths(self._crd_docs, scope="Cluster")
+        """API paths of the cluster-scoped ones (what a test made is deleted at its teardown too)."""
         try:
             manifests = objects.load_manifests(settings.operator_rbac)
         except ConfigError as exc:
@@ -93,10 +96,16 @@ class ClusterSession:
         self._session_rbac, roles = rbac.split_manifests(manifests)
         self.operator_roles = [doc for _, doc in roles]
         """Roles of the operator, created and bound in each test namespace (not at session start)."""
+        self.recording = recording.SessionRecord(settings.record)
+        """The record of the operators' requests (envtest.plugin.recording)."""
+        for role in self.operator_roles:
+            self.recording.grants[f"Role/{role['metadata']['name']}"] = list(role.get("rules") or [])
         self._role_rules: dict[tuple[str, str], tuple[list[rbac.Rule], list[rbac.Rule]]] = {}
         self.releases = Releases()
         """Test namespaces being released after their tests (drained by `finish`)."""
         self._release_failures: list[str] = []
+        self._record_lines: list[str] = []
+        """The record's summary (written by `finish` where the run's report is)."""
         """Failed namespace releases (this process's, and on the xdist controller its workers')."""
         self._record: runs.RunRecord | None = None
         """This process's run record on a persistent cluster (`envtest.runs`), renewed until finish."""
@@ -124,8 +133,24 @@ class ClusterSession:
 
     def cluster(self) -> Cluster:
         if self._cluster is None:
-            self._cluster = self._open()
+            cluster = self._open()
+            # Writes of this worker's admin clients are told apart by their field manager (see
+            # envtest.plugin.clusterscoped).
+            cluster.set_user_agent(clusterscoped.user_agent(self.run_id, self.worker))
+            pointing.point_at_cluster(self.config, cluster.kubeconfig, cluster.context)
+            self._cluster = cluster
         return self._cluster
+
+    @property
+    def isolation_dir(self) -> Path:
+        """Where the run's isolation lock lives (shared by the xdist workers; see `isolation`)."""
+        return base_temp(self.config)
+
+    @property
+    def alone_in_run(self) -> bool:
+        """Whether no other xdist worker runs tests beside this process."""
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+        return not self.is_xdist_worker or workers <= 1
 
     def opened_cluster(self) -> Cluster | None:
         """The session's cluster if it has been opened, without opening it."""
@@ -135,7 +160,7 @@ class ClusterSession:
         s = self.settings
         lock = FileLock(str(base_temp(self.config) / "envtest.lock"))
         if s.backend == "existing":
-            path = s.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+            path = s.kubeconfig or Path("~/.kube/config").expanduser()  # settings read KUBECONFIG
             cluster: Cluster = ExistingCluster(path, context=s.context)
         elif s.backend == "kind":
             from envtest import kind
@@ -152,6 +177,8 @@ class ClusterSession:
                     kubeconfig=s.kubeconfig,
                     progress=self._progress,
                     version=s.version,
+                    record=s.record.on,
+                    record_bodies=s.record.bodies,
                 )
                 if cluster.created and self.is_xdist_worker:  # for the controller's finish()
                     (base_temp(self.config) / KIND_CREATED).write_text(str(cluster.kind_path))
@@ -169,11 +196,14 @@ class ClusterSession:
                 progress=self._progress,
                 pod_streams=s.pod_streams,
                 pod_exec=s.pod_exec,
+                record=s.record.on,
+                record_bodies=s.record.bodies,
             )
             plane.start()  # the conversion server, if any, outlives a failed start: finish() stops it
             cluster = LocalCluster.from_plane(plane)
         with lock:
             self._prepare(cluster)
+        self.recording.log_of(cluster)  # a backend without the record says so once, in the summary
         if self.persistent:
             self._start_record(cluster)
         return cluster
@@ -226,6 +256,8 @@ class ClusterSession:
                     timeout=DETACHED_START_TIMEOUT,
                     pod_streams=s.pod_streams,
                     pod_exec=s.pod_exec,
+                    record=s.record.on,
+                    record_bodies=s.record.bodies,
                 )
                 reused = False
             else:
@@ -345,6 +377,8 @@ class ClusterSession:
             progress=self._progress,
             pod_streams=s.pod_streams,
             pod_exec=s.pod_exec if pod_exec is None else pod_exec,
+            record=s.record.on,
+            record_bodies=s.record.bodies,
         )
         plane.start()
         cluster = LocalCluster.from_plane(plane, name="private")
@@ -386,6 +420,7 @@ class ClusterSession:
                 f"{cluster.server}/{rbac.RBAC_API}/clusterroles/{clusterrole}", timeout=10
             )
             rules = resp.json().get("rules") or [] if resp.ok else []
+            self.recording.grants.setdefault(f"ClusterRole/{clusterrole}", list(rules))
             groups = {g for rule in rules for g in rule.get("apiGroups") or []}
             scopes = rbac.discover_scopes(cluster.session, cluster.server, groups) if groups else {}
             self._role_rules[key] = (
@@ -402,6 +437,9 @@ class ClusterSession:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # a worker's summary reaches nobody: the controller reports it
             workeroutput[RELEASE_FAILURES] = list(self._release_failures)
+            workeroutput[recording.WORKER_KEY] = self.recording.to_json()
+        else:  # the controller (its workers' shares merged by now), or a run without xdist
+            self._record_lines = self.recording.finish(self.settings.artifacts_dir)
         if self.is_xdist_controller and self.settings.backend == "local" and not self.settings.keep:
             supervisor.stop(base_temp(self.config) / SHARED_DIR)
         if self.is_xdist_controller and self.settings.backend != "local":
@@ -462,7 +500,7 @@ class ClusterSession:
     def _persistent_kubeconfig(self) -> Path | None:
         s = self.settings
         if s.backend == "existing":
-            return s.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+            return s.kubeconfig or Path("~/.kube/config").expanduser()
         if s.backend == "kind":
             from envtest import kind
 
@@ -474,10 +512,11 @@ class ClusterSession:
     def worker_finished(self, workeroutput: dict[str, Any]) -> None:
         """The xdist controller's view of a worker that ended: its failed releases join the summary."""
         self._release_failures += workeroutput.get(RELEASE_FAILURES, [])
+        self.recording.merge(workeroutput.get(recording.WORKER_KEY))
 
     def summary_lines(self) -> list[str]:
         failed = [f"envtest: {failure}" for failure in self._release_failures]
-        return failed + self._kept_lines()
+        return failed + self._record_lines + self._kept_lines()
 
     def _kept_lines(self) -> list[str]:
         s = self.settings

@@ -9,6 +9,7 @@ them again stops pytest, so we never do: when that plugin is present its values 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +18,13 @@ from typing import Any
 import pytest
 
 from envtest.errors import ConfigError, UsageProblem
+from envtest.plugin import recording
+from envtest.record import hotloop
 
 BACKENDS = ("local", "existing", "kind")
 JOB_PODS = ("complete", "hold")
 ON_OFF = ("true", "false")
+OPERATOR_SCOPES = ("namespace", "cluster")
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,19 @@ OPTIONS = (
     ),
     _Opt(
         "pod-exec",
-        "local plane: exec on fake pods runs the command on this host (false: exec fails, naming the pod)",
-        "true",
+        "local plane: true runs `kubectl exec` on fake pods as a command on this host in every namespace; "
+        "false allows it only in tests that ask (the fake_pods fixture, @pytest.mark.envtest_pod_exec), "
+        "elsewhere exec fails naming the pod",
+        "false",
         ON_OFF,
+    ),
+    _Opt(
+        "operator-scope",
+        "namespace: each test's operator watches its namespace, tests share the cluster; cluster: "
+        "every test runs alone with its operator bound and watching cluster-wide (as the "
+        "envtest_clusterwide marker does for one test)",
+        "namespace",
+        OPERATOR_SCOPES,
     ),
     _Opt("keep", "keep the cluster after the run (state under ~/.cache/envtest/clusters/<name>)", flag=True),
     _Opt("cluster-name", "name of a kept local plane or of the kind cluster", "envtest"),
@@ -74,6 +88,13 @@ OPTIONS = (
     _Opt("context", "kubeconfig context of the existing backend"),
     _Opt("artifacts-dir", "where failed tests leave objects, events and logs", "artifacts"),
     _Opt("kind-image", "node image of a kind cluster this run creates (default: ENVTEST_KIND_IMAGE, pinned)"),
+    _Opt(
+        "record",
+        "the operator's requests, read from kube-apiserver's audit log: into the artifacts of failed "
+        "tests, of all tests, or off (no audit log at all); hot loops and the RBAC report need it",
+        "failed",
+        recording.MODES,
+    ),
 )
 # ini-only keys: (name, type, help)
 INI_ONLY = (
@@ -100,6 +121,24 @@ INI_ONLY = (
         "envtest_conversion_path",
         "string",
         "path of the conversion endpoint on that server (default /convert)",
+    ),
+    (
+        "envtest_record_bodies",
+        "bool",
+        "the record keeps request and response bodies of the operator's requests (never of Secrets, "
+        "tokens or token reviews; default false: metadata only)",
+    ),
+    (
+        "envtest_hotloop_writes",
+        "string",
+        f"HotLoop: writes of one object by the operator with no other user's write in between, above "
+        f"which the test warns (default {hotloop.Limits.writes})",
+    ),
+    (
+        "envtest_hotloop_rate",
+        "string",
+        f"HotLoop: requests per second by the operator on one object, over {hotloop.WINDOW:.0f} s, above "
+        f"which the test warns (default {hotloop.Limits.rate:g})",
     ),
 )
 # Options of pytest-kind-ng we honour but never register: our name → its dest.
@@ -181,7 +220,7 @@ def check_unknown(config: pytest.Config) -> None:
     for key in sorted(k for k in set_keys if k.startswith("envtest_") and k not in known):
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         problems.append(
-            f"unknown ini key {key}: " + (f"did you mean {close[0]}?" if close else "see the README")
+            f"unknown ini key {key}: " + (f"did you mean {close[0]}?" if close else "see the docs")
         )
     try:
         environment.check()
@@ -235,8 +274,13 @@ class Settings:
     """Path of the conversion endpoint on that server; the CRDs' clientConfig URL ends with it."""
     pod_streams: bool = True
     """Local plane: logs/exec/attach/port-forward on fake pods (ControlPlane's pod_streams)."""
-    pod_exec: bool = True
-    """Local plane, with pod_streams: exec runs commands on this host (False: exec requests fail)."""
+    operator_scope: str = "namespace"
+    """`cluster`: every test in cluster-wide mode (see envtest.plugin.isolation)."""
+    pod_exec: bool = False
+    """Local plane, with pod_streams: exec runs commands on this host in every namespace (False: in
+    the namespaces of tests that ask for it; see envtest.plane.streams)."""
+    record: recording.RecordSettings = field(default_factory=recording.RecordSettings)
+    """The record: mode, bodies, hot-loop limits (envtest.plugin.recording)."""
 
     def header(self) -> str:
         from envtest import binaries
@@ -296,6 +340,27 @@ def _check_version(version: str | None) -> str:
     return exact
 
 
+def _limit(config: pytest.Config, key: str, kind: type[int] | type[float], default: float) -> float:
+    raw = config.getini(key)
+    if raw in (None, ""):
+        return default
+    try:
+        value = kind(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise UsageProblem(f"ini {key} = {raw!r}: give a {kind.__name__} above 0 (default {default:g})")
+    return value
+
+
+def _record(config: pytest.Config, mode: str) -> recording.RecordSettings:
+    limits = hotloop.Limits(
+        writes=int(_limit(config, "envtest_hotloop_writes", int, hotloop.Limits.writes)),
+        rate=_limit(config, "envtest_hotloop_rate", float, hotloop.Limits.rate),
+    )
+    return recording.RecordSettings(mode, bool(config.getini("envtest_record_bodies")), limits)
+
+
 def resolve(config: pytest.Config) -> Settings:
     from envtest.errors import ConfigError
     from envtest.plane.controlplane import parse_components
@@ -308,6 +373,10 @@ def resolve(config: pytest.Config) -> Settings:
     version = _check_version(values["k8s-version"])
     root = config.rootpath
     kubeconfig = values["kubeconfig"]
+    if values["backend"] == "existing" and not kubeconfig:
+        # Read now: from pytest_configure on, the plugin points KUBECONFIG at the session's cluster
+        # (envtest.plugin.pointing), which for this backend is the one named here.
+        kubeconfig = os.environ.get("KUBECONFIG") or "~/.kube/config"
     loggers = tuple(config.getini("envtest_operator_loggers") or ())
     operator = config.getini("envtest_operator") or None
     conversion = config.getini("envtest_conversion_webhook") or None
@@ -337,4 +406,6 @@ def resolve(config: pytest.Config) -> Settings:
         conversion_path=config.getini("envtest_conversion_path") or "/convert",
         pod_streams=values["pod-streams"] == "true",
         pod_exec=values["pod-exec"] == "true",
+        operator_scope=values["operator-scope"],
+        record=_record(config, values["record"]),
     )

@@ -19,3 +19,5 @@ CTX_KEY: pytest.StashKey[Any] = pytest.StashKey()
 
 SHARED_DIR = "envtest-shared"
 """Beside the run's base temp dir: the state of the local plane the xdist workers share."""
+AMBIENT_KEY: pytest.StashKey[Any] = pytest.StashKey()
+"""config.stash → (the session's `envtest.ambient.Frame`, its folder), see `pointing`."""

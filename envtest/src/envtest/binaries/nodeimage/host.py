@@ -8,7 +8,7 @@ Order (each step only when the one before is not enough), every change printed a
    alone): ``apt-get install docker.io`` (as root on Debian/Ubuntu; otherwise an error saying what
    to install);
 2. ``docker info`` fails: start ``dockerd`` detached, log in ``<cache>/dockerd.log``, wait for it;
-3. ``docker run --rm --privileged <probe> /pause -v`` fails with "unable to apply caps" (a sandbox
+3. ``docker run --rm --privileged <probe> /pause -v`` fails with "unable to apply caps" (a container
    whose bounding set lacks a capability docker grants to --privileged, e.g. CAP_SYS_RESOURCE):
    install capwrap and a two-line runtime script that runs it with this host's runc (found on PATH
    or where distributions put it: Debian /usr/sbin/runc, Docker CE /usr/bin/runc), register that

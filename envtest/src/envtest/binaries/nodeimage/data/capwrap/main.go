@@ -1,4 +1,4 @@
-// capwrap: a runc wrapper for sandboxes whose capability bounding set is reduced
+// capwrap: a runc wrapper for hosts whose capability bounding set is reduced
 // (e.g. no CAP_SYS_RESOURCE) and where a negative oom_score_adj cannot be set.
 // For `create`/`run` (bundle config.json) and `exec --process FILE` it
 //   - removes from every capability list the caps absent from our own CapBnd,

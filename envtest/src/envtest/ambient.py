@@ -1,0 +1,208 @@
+"""The process's ambient Kubernetes configuration, pointed at one kubeconfig and put back after.
+
+Client libraries find a cluster without being told: `kubernetes.config.load_kube_config()` and
+`pykube.KubeConfig.from_env()` read `KUBECONFIG` (else `~/.kube/config`), in-cluster detection reads
+`KUBERNETES_SERVICE_HOST`, and `kubernetes.client.ApiClient()` built with no configuration uses the
+official client's default `Configuration` — which kopf's login sets in production, so handlers
+written after kopf's walkthrough call `kubernetes.client.CoreV1Api()` with no arguments. In a test
+process every one of these names the developer's cluster unless someone points them elsewhere.
+
+`point(kubeconfig)` points them all at one kubeconfig (a frame on a process-wide stack) and
+`Frame.close()` undoes it; frames may close in any order, the newest open one is in effect:
+
+- `KUBECONFIG` is set to the file; `KUBERNETES_SERVICE_HOST`/`_PORT` (and pykube-ng's `PYKUBE_`
+  twins) are removed, so in-cluster detection cannot pick the pod a CI job runs in;
+- the default `Configuration` of `kubernetes.client`, and of `kubernetes.aio` and
+  `kubernetes_asyncio` where they import, is the file's current context.
+
+The plugin keeps the session's admin in the bottom frame (a placeholder that reaches no cluster until
+the plane is up) and each running operator's identity above it. Everything is restored exactly at
+the last close: variables that were unset are unset again, the defaults are the objects they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+IN_CLUSTER_VARIABLES = (
+    "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT",
+    "PYKUBE_KUBERNETES_SERVICE_HOST",
+    "PYKUBE_KUBERNETES_SERVICE_PORT",
+)
+"""What in-cluster detection reads (the official clients, pykube-ng): removed while a frame is open."""
+
+SYNC_CLIENTS = ("kubernetes.client",)
+ASYNC_CLIENTS = ("kubernetes.aio.client", "kubernetes_asyncio.client")
+"""Client packages whose `Configuration` default is pointed; async loaders are coroutines."""
+
+_UNSET = object()
+
+
+@dataclass
+class Frame:
+    """One pointing; `close()` (idempotent) removes it."""
+
+    kubeconfig: Path
+    label: str
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        _stack.remove(self)
+
+    def repoint(self, kubeconfig: Path | str) -> None:
+        """Point this frame at another kubeconfig (the plane it waited for is up)."""
+        self.kubeconfig = Path(kubeconfig)
+        _stack.reload(self)
+
+    def __enter__(self) -> Frame:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class _Stack:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # guards everything below
+        self._frames: list[Frame] = []
+        self._saved_env: dict[str, object] = {}  # variable → value before the first frame (or _UNSET)
+        self._saved_defaults: dict[str, object] = {}  # module → its Configuration._default then
+
+    def push(self, frame: Frame) -> None:
+        with self._lock:
+            if not self._frames:
+                self._save()
+            self._frames.append(frame)
+            self._apply(frame)
+
+    def remove(self, frame: Frame) -> None:
+        with self._lock:
+            if frame._closed:
+                return
+            frame._closed = True
+            was_top = self._frames and self._frames[-1] is frame
+            self._frames = [f for f in self._frames if f is not frame]
+            if not self._frames:
+                self._restore()
+            elif was_top:
+                self._apply(self._frames[-1])
+
+    def reload(self, frame: Frame) -> None:
+        with self._lock:
+            if self._frames and self._frames[-1] is frame:
+                self._apply(frame)
+
+    def current(self) -> Frame | None:
+        with self._lock:
+            return self._frames[-1] if self._frames else None
+
+    # -- what a frame changes ---------------------------------------------------------------------
+
+    def _save(self) -> None:
+        for name in ("KUBECONFIG", *IN_CLUSTER_VARIABLES):
+            self._saved_env[name] = os.environ.get(name, _UNSET)
+        for module in (*SYNC_CLIENTS, *ASYNC_CLIENTS):
+            configuration = _configuration_class(module)
+            if configuration is not None:
+                self._saved_defaults[module] = configuration._default
+
+    def _restore(self) -> None:
+        for name, value in self._saved_env.items():
+            if value is _UNSET:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = str(value)
+        for module, default in self._saved_defaults.items():
+            configuration = _configuration_class(module)
+            if configuration is not None:
+                configuration._default = default  # the very object: nothing else held it as a copy
+        self._saved_env.clear()
+        self._saved_defaults.clear()
+
+    def _apply(self, frame: Frame) -> None:
+        os.environ["KUBECONFIG"] = str(frame.kubeconfig)
+        for name in IN_CLUSTER_VARIABLES:
+            os.environ.pop(name, None)
+        for module in (*SYNC_CLIENTS, *ASYNC_CLIENTS):
+            configuration = _configuration_class(module)
+            if configuration is None:
+                continue
+            if module not in self._saved_defaults:  # imported after the first frame opened
+                self._saved_defaults[module] = configuration._default
+            try:
+                configuration.set_default(_load(module, configuration, frame.kubeconfig))
+            except Exception as exc:  # a placeholder or a library that cannot read this file
+                log.debug("%s: default configuration not set from %s: %s", module, frame.kubeconfig, exc)
+                configuration.set_default(None)
+
+
+_stack = _Stack()
+
+
+def point(kubeconfig: Path | str, *, label: str = "") -> Frame:
+    """Point the process's ambient configuration at `kubeconfig` until the frame is closed."""
+    frame = Frame(Path(kubeconfig), label or str(kubeconfig))
+    _stack.push(frame)
+    return frame
+
+
+def current() -> Frame | None:
+    """The frame in effect, if any."""
+    return _stack.current()
+
+
+@contextlib.contextmanager
+def pointed(kubeconfig: Path | str, *, label: str = "") -> Iterator[Frame]:
+    frame = point(kubeconfig, label=label)
+    try:
+        yield frame
+    finally:
+        frame.close()
+
+
+def _configuration_class(module: str) -> Any:
+    """`<module>.Configuration` when that client library imports here, else None. Only libraries
+    already imported or importable are touched: an optional one that is absent costs nothing."""
+    try:
+        return importlib.import_module(module).Configuration
+    except Exception:  # ImportError, or an async client whose optional dependency (aiohttp) is missing
+        return None
+
+
+def _load(module: str, configuration: Any, kubeconfig: Path) -> Any:
+    """A Configuration of `kubeconfig`'s current context, loaded by the library's own loader."""
+    target = configuration()
+    loader = importlib.import_module(module.rsplit(".", 1)[0] + ".config").load_kube_config
+    result = loader(config_file=str(kubeconfig), client_configuration=target, persist_config=False)
+    if asyncio.iscoroutine(result):  # the async libraries' loaders; a loop of their own, here
+        _run_coroutine(result)
+    return target
+
+
+def _run_coroutine(coroutine: Any) -> None:
+    # In a thread: this may be called from inside a running event loop (an async test's setup).
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(coroutine)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="envtest-ambient-load")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]

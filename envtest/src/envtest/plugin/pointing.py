@@ -1,0 +1,98 @@
+"""The test process's ambient Kubernetes configuration (`envtest.ambient`) during a session.
+
+In a configured project, `KUBECONFIG` and the official client's default
+configuration name the session's cluster (its admin) from `pytest_configure` to `pytest_unconfigure`,
+so nothing a test or an operator loads from the environment — at import, in a startup handler, in a
+`kubectl` subprocess — reaches the developer's own cluster. Until the cluster is up they name a
+placeholder whose server cannot resolve (`.invalid`, RFC 2606): a client built from the environment
+at collection time fails naming it instead of talking to another cluster. A running operator's
+identity is pointed above this (`envtest.plugin.runner`). On the existing backend they name the
+kubeconfig and context the run was given (`--envtest-kubeconfig`, `--envtest-context`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envtest import ambient
+from envtest.plugin.state import AMBIENT_KEY
+
+PLACEHOLDER_SERVER = "https://envtest-cluster-not-started-yet.invalid"
+"""Where the environment points before the session's cluster is up: a name that never resolves."""
+
+
+def point_at_placeholder(config: pytest.Config) -> None:
+    if AMBIENT_KEY in config.stash or _xdist_controller(config):
+        return
+    folder = Path(tempfile.mkdtemp(prefix="envtest-ambient-"))  # 0700: its own user's only
+    path = folder / "placeholder.kubeconfig"
+    name = "envtest-not-started"
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": PLACEHOLDER_SERVER}}],
+        "users": [{"name": name, "user": {}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        yaml.safe_dump(doc, fh)
+    config.stash[AMBIENT_KEY] = (ambient.point(path, label="envtest session (cluster not started)"), folder)
+
+
+def point_at_cluster(config: pytest.Config, kubeconfig: Path, context: str | None = None) -> None:
+    """The session's cluster is up: the environment names its admin from now on. A `context` other
+    than the file's current one gets a copy of the file (in the session's private folder) whose
+    current context it is, since `KUBECONFIG` cannot name a context."""
+    entry = config.stash.get(AMBIENT_KEY, None)
+    if entry is None:
+        return
+    frame, folder = entry
+    if context:
+        kubeconfig = _with_context(kubeconfig, context, folder / "session.kubeconfig")
+    frame.repoint(kubeconfig)
+
+
+PATH_KEYS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
+"""Fields of a kubeconfig holding file names, relative to the file's own folder."""
+
+
+def _with_context(source: Path, context: str, dest: Path) -> Path:
+    doc = yaml.safe_load(source.read_text()) or {}
+    if doc.get("current-context") == context:
+        return source
+    doc["current-context"] = context
+    for section, key in (("clusters", "cluster"), ("users", "user")):
+        for entry in doc.get(section) or []:
+            fields = entry.get(key) or {}
+            for name in PATH_KEYS:
+                if isinstance(fields.get(name), str):
+                    fields[name] = str((source.parent / Path(fields[name]).expanduser()).resolve())
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        yaml.safe_dump(doc, fh)
+    return dest
+
+
+def release(config: pytest.Config) -> None:
+    entry = config.stash.get(AMBIENT_KEY, None)
+    if entry is None:
+        return
+    frame, folder = entry
+    del config.stash[AMBIENT_KEY]
+    frame.close()
+    for child in folder.iterdir():
+        child.unlink()
+    folder.rmdir()
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """The xdist controller runs no test, and its workers inherit its environment: it must hand
+    them the user's, which their settings read (the existing backend's KUBECONFIG)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))

@@ -1,0 +1,48 @@
+"""The configuration reference is generated from what the plugin registers (docs/hooks/configref.py):
+every ini key, option and environment variable appears in it with a description."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+from envtest import environment
+from envtest.plugin import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("configref", ROOT / "docs" / "hooks" / "configref.py")
+assert _spec and _spec.loader
+configref = importlib.util.module_from_spec(_spec)
+sys.modules["configref"] = configref  # its dataclasses look their module up there
+_spec.loader.exec_module(configref)
+
+
+def test_every_registered_key_is_documented_with_its_help() -> None:
+    registered = {s.ini: s for s in configref.settings()}
+    assert set(settings.ini_keys()) <= set(registered), "a key the plugin checks for is registered nowhere"
+    table = configref.options_table()
+    for key, setting in registered.items():
+        assert setting.help.strip(), (
+            f"{key} is registered without help text: the reference cannot say what it does"
+        )
+        assert f"| `{key}` |" in table, key
+    for opt in settings.OPTIONS:
+        assert f"`--envtest-{opt.name}`" in table, opt.name
+
+
+def test_every_environment_variable_is_documented() -> None:
+    table = configref.environment_table()
+    for name, what in environment.VARIABLES.items():
+        assert what.strip() and f"| `{name}` |" in table, name
+
+
+def test_the_reference_page_asks_for_both_tables_and_counts_what_it_shows() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert configref.OPTIONS_MARKER in page and configref.ENVIRONMENT_MARKER in page
+    rendered = configref.render(page)
+    counted = re.search(r"(\d+) command-line options, (\d+) ini keys", rendered)
+    assert counted is not None
+    assert int(counted[2]) == len(settings.ini_keys()) and int(counted[1]) == len(settings.OPTIONS)
+    assert "<name>" not in configref.options_table(), "cells are HTML-escaped"
