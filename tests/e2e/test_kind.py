@@ -6,6 +6,8 @@ Skipped on the local plane (kwok runs no container); on kind these are part of C
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from mysqlkit import FINALIZER, MySQLClusters, Timeouts, sample
 
 from envtest import OperatorRunner, assert_matches, eventually
 from envtest.faults import FaultProxy, Rule, conflict
+from envtest.record.events import from_event, operator_user
 from mysql_operator.database import images
 
 FULL = sample("mysqlcluster_full.yaml")
@@ -101,3 +104,37 @@ def test_status_conflicts_are_retried_until_the_cluster_runs(
     eventually(lambda: container_ready(mysql, "sample"), timeout=timeouts(30))
     assert faults.injections() >= 3, f"conflicts injected: {faults.injections()} ({rule})"
     assert operator.operator.api_requests(verb="patch", resource="mysqlclusters/status", code="409") >= 3
+
+
+@pytest.mark.kind_smoke
+def test_the_record_reads_the_operators_requests_from_kinds_audit_log(
+    mysql: MySQLClusters, operator: OperatorRunner, cluster: Any, timeouts: Timeouts
+) -> None:
+    # A cluster made by `envtest kind up` writes kube-apiserver's audit log into a host folder (the
+    # kubeadm patch of envtest.record.kindaudit): the operator's own requests must be in it, by its user.
+    assert cluster.audit_log is not None, cluster.audit_note
+    user = operator_user(mysql.namespace)
+    mysql.create(MINIMAL)
+
+    def statefulset_made() -> None:
+        assert mysql.child("statefulset", "sample") is not None, "no StatefulSet yet"
+
+    eventually(statefulset_made, timeout=timeouts(30))
+
+    def operator_created_the_statefulset() -> None:
+        requests = [r for r in map(from_event, read_events(cluster.audit_log)) if r and r.user == user]
+        made = [r for r in requests if r.verb == "create" and r.resource == "statefulsets"]
+        assert made, f"{len(requests)} requests by {user} in {cluster.audit_log}, no StatefulSet create"
+        assert made[0].namespace == mysql.namespace and made[0].code == 201, made[0]
+
+    eventually(operator_created_the_statefulset, timeout=timeouts(30))
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:  # a line the apiserver is still writing
+            continue
+    return events
