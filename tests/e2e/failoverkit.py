@@ -5,7 +5,7 @@ The writer is a pod of the database image writing through `<name>-primary` as an
 one row per ~0.2 s: `ack N` in its log means the server answered OK to the INSERT of row N (semi-sync:
 only once a replica had it). A statement that hangs is killed after 10 s and counts as not acknowledged.
 
-The cut is made in the kind node (docker exec): the pod's network namespace is entered by its sandbox's
+The cut is made in the kind node (docker exec): the pod's network namespace is entered by its CRI pod's
 pid (crictl) and its interface taken down, so nothing reaches the pod and the pod reaches nothing,
 while the kubelet still runs its probes and execs (they do not go through the pod's network). Putting
 it up again restores the routes it had.
@@ -121,9 +121,9 @@ class Isolation:
         (node,) = [n["metadata"]["name"] for n in mysql.api.items("api/v1/nodes")]
         self.node_sh = [docker, "exec", node, "sh", "-c"]
         self.timeouts = mysql.timeouts
-        sandbox = self._run(f"crictl pods --name '^{pod}$' --namespace '^{mysql.namespace}$' -q").split()
-        assert len(sandbox) == 1, f"{pod}'s sandbox: {sandbox}"
-        info = json.loads(self._run(f"crictl inspectp {sandbox[0]}"))
+        pod_ids = self._run(f"crictl pods --name '^{pod}$' --namespace '^{mysql.namespace}$' -q").split()
+        assert len(pod_ids) == 1, f"{pod} in crictl pods: {pod_ids}"
+        info = json.loads(self._run(f"crictl inspectp {pod_ids[0]}"))
         self.enter = f"nsenter -t {info['info']['pid']} -n"
         self.routes = [r for r in self._run(f"{self.enter} ip route show").splitlines() if r.strip()]
 

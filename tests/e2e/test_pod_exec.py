@@ -1,5 +1,5 @@
 """The operator's own exec client (`mysql_operator.runtime.podexec`) through a real apiserver, against
-kwok's fake pods (their commands run in a sandbox on this machine), with a certificate identity (the
+kwok's fake pods (their commands run in a folder on this machine), with a certificate identity (the
 admin's) and a token one (a ServiceAccount allowed pods/exec and nothing else)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from mysqlkit import Timeouts
 from envtest import eventually
 from mysql_operator.runtime.podexec import ExecError, exec_in_pod
 
-pytestmark = pytest.mark.envtest_local
+# kwok runs these commands on this machine: exec is off on the local plane unless a test asks for it.
+pytestmark = [pytest.mark.envtest_local, pytest.mark.envtest_pod_exec]
 
 RBAC = "apis/rbac.authorization.k8s.io/v1"
 
