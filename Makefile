@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 KIND_CLUSTER ?= envtest
 export GOTOOLCHAIN ?= local
 
-.PHONY: setup binaries test unit e2e test-versions durations run bench manifests lint docs docs-serve dist kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
+.PHONY: script-shells setup binaries test unit e2e test-versions durations run bench manifests lint docs docs-serve dist kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
 
 # Both distributions editable, and the contributor's dev group (pip >= 25.1 reads [dependency-groups]).
 $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.toml
@@ -19,6 +19,12 @@ $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.tom
 	touch $@
 
 setup: $(VENV)/.installed binaries ## Python environment + control-plane binaries (built with go when not downloadable)
+
+# The shells the database and backup pods run their scripts with (dash: Debian's and Ubuntu's /bin/sh;
+# busybox: the backup image's): the unit tests run every script under both and fail naming this target.
+script-shells: ## dash and busybox on this machine (apt-get; changes the host)
+	command -v dash >/dev/null && command -v busybox >/dev/null || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q dash busybox; }
 
 binaries: $(VENV)/.installed
 	$(VENV)/bin/envtest binaries install

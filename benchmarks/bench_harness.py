@@ -44,7 +44,7 @@ BUDGET = 0.15
 INI = f"""
 [pytest]
 envtest_crds = {ROOT / "api" / "crd"}
-envtest_operator = mysql_operator.app:build_manager
+envtest_operator = mysql_operator:build_manager
 envtest_operator_rbac =
     {ROOT / "operator" / "config" / "rbac.yaml"}
     {ROOT / "operator" / "config" / "leader_election_role.yaml"}

@@ -26,7 +26,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from envtest import ControlPlane
-from mysql_operator.app import build_manager
+from mysql_operator.controller.wiring import build_manager
 from mysql_operator.runtime.manager import WRITE_VERBS, Manager
 
 ROOT = Path(__file__).resolve().parent.parent

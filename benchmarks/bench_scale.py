@@ -41,7 +41,7 @@ from benchmeta import ROOT, run_metadata
 from peers import conformance, launch
 
 from envtest import ControlPlane, binaries
-from mysql_operator import resources
+from mysql_operator.controller.children import resources
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 RSS_GOAL_MB = 100.0

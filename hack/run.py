@@ -18,7 +18,7 @@ import yaml
 from envtest import ControlPlane, LocalCluster, commands, objects
 from envtest.clusters import Cluster
 from envtest.plane.process import ManagedProcess
-from mysql_operator.images import Images
+from mysql_operator.database.images import Images
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from samplewait import Outcome, SampleWait, WaitFailed  # hack/ is no package: found on sys.path

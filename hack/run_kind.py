@@ -27,7 +27,7 @@ import run
 from envtest import commands, crds, kind, objects
 from envtest.clusters import KindCluster
 from envtest.plane.process import ManagedProcess
-from mysql_operator.images import MYSQL_ENV
+from mysql_operator.database.images import MYSQL_ENV
 
 
 def pull_hint(name: str, environ: Mapping[str, str] = os.environ) -> str:

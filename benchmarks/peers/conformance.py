@@ -9,10 +9,10 @@ What the reference operator promises and the E2E suite proves, asked of any impl
   observedGeneration current, Ready=True, the status written through the status subresource;
 * finalizer_added: both carry `db.example.com/final-backup`;
 * children_match_reference: every child (credentials Secret, headless and primary Services,
-  StatefulSet; backup PVC and CronJob when backups are on) matches what the reference's own builders
-  (`mysql_operator.resources`) make for that cluster - names, labels, owner references, specs - and
-  the Secret has no owner (it is retained with the data) and holds both the root and the
-  replication password;
+  StatefulSet; backup PVC and CronJob when backups are on) matches what the reference's own
+  builders (`mysql_operator.controller.children.resources`) make for that cluster - names, labels,
+  owner references, specs - and the Secret has no owner (it is retained with the data) and holds
+  both the root and the replication password;
 * owner_gc: deleting the backups-off cluster with propagationPolicy=Background removes it (its
   finalizer released) and the garbage collector its owned children; the Secret stays;
 * final_backup: deleting the backups-on cluster stops its database, archives the data volume with
@@ -32,9 +32,9 @@ from typing import Any
 import requests
 
 from envtest import ABSENT, assert_matches, condition, eventually
-from mysql_operator import resources
-from mysql_operator.api import API_VERSION, FINALIZER
-from mysql_operator.quantity import parse_quantity
+from mysql_operator.api.v1 import API_VERSION, FINALIZER
+from mysql_operator.controller.children import backups, resources
+from mysql_operator.controller.children.quantity import parse_quantity
 
 Obj = dict[str, Any]
 PATHS = {
@@ -140,7 +140,7 @@ def run(session: requests.Session, server: str, namespace: str, timeout: float =
         assert phases[-1:] == ["Succeeded"], f"status.finalBackup.phase at deletion: {phases}"
         assert "Stopping" in phases, f"the database was not stopped first: {phases}"
         job = api.must("jobs", names.final_backup_job)
-        assert_matches(job, {"metadata": {"annotations": {resources.CLUSTER_UID_ANNOTATION: uid}}})
+        assert_matches(job, {"metadata": {"annotations": {backups.CLUSTER_UID_ANNOTATION: uid}}})
         assert (job.get("status") or {}).get("succeeded"), f"Job {names.final_backup_job} has not succeeded"
         api.must("persistentvolumeclaims", names.backup_pvc)
         eventually(
@@ -223,11 +223,11 @@ def expected_children(cluster_obj: Obj) -> list[tuple[str, Obj]]:
         ("statefulsets", resources.statefulset(cluster_obj)),
     ]
     if (cluster_obj["spec"].get("backup") or {}).get("enabled"):
-        pvc = resources.backup_pvc(cluster_obj)
+        pvc = backups.backup_pvc(cluster_obj)
         # The apiserver stores a quantity in canonical form (the reference's `5120Mi` comes back `5Gi`).
         requests = pvc["spec"]["resources"]["requests"]
         requests["storage"] = same_quantity(requests["storage"])
         out.append(("persistentvolumeclaims", pvc))
-        out.append(("cronjobs", resources.backup_cronjob(cluster_obj)))
+        out.append(("cronjobs", backups.backup_cronjob(cluster_obj)))
     # No deepcopy here: it would copy ABSENT too, and the matcher knows the sentinel by identity.
     return out

@@ -4,9 +4,9 @@
 The first test runs on the shared cluster of every backend: its CRD converts through the run's endpoint
 (ini `envtest_conversion_webhook`, on kind reached from the node at the docker network's gateway). The
 others are on private planes, because they count requests, re-install the CRD or change its storage
-version, which must not happen under the feet of other tests: each serves `mysql_operator.webhooks`
+version, which must not happen under the feet of other tests: each serves `mysql_operator.webhooks.server`
 in-process with certificates for 127.0.0.1 and installs the generated CRD, every version served
-(`manifests.crd(serve_all=True)`, as api/crd/testing holds it), pointing at it
+(`generate.crd(serve_all=True)`, as api/crd/testing holds it), pointing at it
 (`envtest.webhooks.install_crds`).
 """
 
@@ -23,9 +23,9 @@ from mysqlkit import Timeouts
 
 from envtest import crds, eventually
 from envtest.webhooks import install_crds, serving_certs, wait_converting
-from mysql_operator import manifests
+from mysql_operator.manifests import generate
 from mysql_operator.runtime import WebhookServer
-from mysql_operator.webhooks import CONVERT_PATH, server
+from mysql_operator.webhooks.server import CONVERT_PATH, server
 
 GROUP = "apis/db.example.com"
 FIELDS = "db.example.com/v1beta1-fields"
@@ -71,7 +71,7 @@ def plane(private_cluster: Any, envtest_context: Any, tmp_path: Path) -> Iterato
     hooks = server(serving_certs(tmp_path / "certs")).start()
     try:
         p = Plane(private_cluster, hooks, envtest_context.create_namespace(private_cluster))
-        p.install(manifests.crd(serve_all=True))
+        p.install(generate.crd(serve_all=True))
         yield p
     finally:
         hooks.stop()
@@ -188,10 +188,10 @@ def test_objects_stored_before_the_storage_version_changed_still_read_correctly(
     gone = plane.s.delete(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=plane.timeouts(30))
     assert gone.status_code in (200, 202), gone.text
     eventually(crd_gone, timeout=plane.timeouts(60))
-    plane.install(alpha_only(manifests.crd(serve_all=True)))
+    plane.install(alpha_only(generate.crd(serve_all=True)))
     before = plane.create(alpha("stored-as-alpha", storageSize="7Gi", backup={"schedule": "30 1 * * *"}))
 
-    plane.install(manifests.crd(serve_all=True))  # the upgrade: v1beta1 and v1 added, v1 the storage version
+    plane.install(generate.crd(serve_all=True))  # the upgrade: v1beta1 and v1 added, v1 the storage version
     crd = plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=plane.timeouts(10)).json()
     assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
 

@@ -12,8 +12,8 @@ from mysqlkit import MySQLClusters, sample, writes
 from envtest import OperatorRunner, consistently, eventually
 from envtest.clusters import Cluster
 from envtest.plugin.context import TestContext
-from mysql_operator import resources
-from mysql_operator.ssa import split_fields
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.ssa import split_fields
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 SIZED = {**MINIMAL, "spec": {**MINIMAL["spec"], "resources": {"cpu": "500m", "memory": "1Gi"}}}

@@ -13,7 +13,7 @@ import pytest
 from mysqlkit import RETAINED, MySQLClusters, controller_ref, reconciles, sample, writes
 
 from envtest import OperatorRunner, assert_matches, consistently, eventually
-from mysql_operator import images
+from mysql_operator.database import images
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 FULL = sample("mysqlcluster_full.yaml")
@@ -103,16 +103,20 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
             "spec": {"clusterIP": "None", "ports": [{"name": "mysql", "port": 3306}]},
         },
     )
-    pod_zero = {
-        "statefulset.kubernetes.io/pod-name": "sample-mysql-0",
-        "app.kubernetes.io/instance": "sample",
-    }
+    the_primary = {"db.example.com/role": "primary", "app.kubernetes.io/instance": "sample"}
     assert_matches(
         mysql.child("primary-service", "sample"),
-        {"metadata": {"ownerReferences": [ref]}, "spec": {"selector": pod_zero, "ports": [{"port": 3306}]}},
+        {
+            "metadata": {"ownerReferences": [ref]},
+            "spec": {"selector": the_primary, "ports": [{"port": 3306}]},
+        },
     )
+    # The label that Service selects is the operator's: pod 0 is the primary a cluster starts with.
+    pod_zero = mysql.api.get(f"api/v1/namespaces/{ns}/pods/sample-mysql-0")
+    assert pod_zero["metadata"]["labels"]["db.example.com/role"] == "primary"
     password_ref = {"secretKeyRef": {"name": "sample-credentials", "key": "root-password"}}
-    primary_host = {"name": "PRIMARY_HOST", "value": f"sample-mysql-0.sample-headless.{ns}.svc"}
+    replication_ref = {"secretKeyRef": {"name": "sample-credentials", "key": "replication-password"}}
+    primary_host = {"name": "PRIMARY_HOST", "value": f"sample-primary.{ns}.svc"}
     assert_matches(
         mysql.child("statefulset", "sample"),
         {
@@ -122,10 +126,10 @@ def test_minimal_sample_gets_owned_children_and_runs(mysql: MySQLClusters, opera
                 "template": {
                     "spec": {
                         "containers": [
-                            {"name": "mysql", "env": [{"valueFrom": password_ref}, primary_host]},
+                            {"name": "mysql", "env": [{"valueFrom": password_ref}]},
                             {
                                 "name": "replication",
-                                "env": [{"valueFrom": password_ref}, dict, dict, primary_host],
+                                "env": [{"valueFrom": replication_ref}, dict, primary_host, dict],
                             },
                         ]
                     }

@@ -13,10 +13,10 @@ from pykube.exceptions import HTTPError
 from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
 from envtest.clusters import Cluster
 from envtest.plugin.context import TestContext
-from mysql_operator import resources
-from mysql_operator.api import FIELD_MANAGER
-from mysql_operator.client import KubeClient, delete_exactly
-from mysql_operator.kinds import Secret
+from mysql_operator.api.v1 import FIELD_MANAGER
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.client import KubeClient, delete_exactly
+from mysql_operator.controller.kinds import Secret
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 FIXED = ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")

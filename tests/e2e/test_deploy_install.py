@@ -27,7 +27,7 @@ from envtest import crds, eventually
 from envtest.objects import apply, load_manifests
 from envtest.webhooks import serving_certs, wait_converting
 from envtest.webhooks.config import ca_bundle
-from mysql_operator.webhooks import CONVERT_PATH, server
+from mysql_operator.webhooks.server import CONVERT_PATH, server
 
 pytestmark = pytest.mark.envtest_private(components="minimal")
 

@@ -16,7 +16,7 @@ from mysqlkit import FINALIZER, MySQLClusters, Timeouts, sample
 from envtest import OperatorRunner, assert_matches, eventually
 from envtest.faults import FaultProxy, Rule, conflict
 from envtest.record.events import from_event, operator_user
-from mysql_operator import images
+from mysql_operator.database import images
 
 FULL = sample("mysqlcluster_full.yaml")
 BACKED_UP = {**FULL, "spec": {**FULL["spec"], "replicas": 1}}

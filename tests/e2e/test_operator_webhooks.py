@@ -12,7 +12,7 @@ import pytest
 from mysqlkit import Timeouts
 
 from envtest import eventually
-from mysql_operator.webhooks import server
+from mysql_operator.webhooks.server import server
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "operator" / "config" / "webhook.yaml"

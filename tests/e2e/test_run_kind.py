@@ -21,8 +21,8 @@ import pytest
 from mysqlkit import FINALIZER, MySQLClusters, Timeouts, sample
 
 from envtest import assert_matches, eventually
-from mysql_operator import images
-from mysql_operator.api import parse_spec
+from mysql_operator.api.v1 import parse_spec
+from mysql_operator.database import images
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 

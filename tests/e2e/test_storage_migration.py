@@ -3,10 +3,10 @@ the new CRD (v1 stored, v1beta1 and v1alpha1 served through the operator's conve
 `migrate-storage` re-stores every object and trims `status.storedVersions` to `["v1"]` — and never
 trims while a write failed.
 
-Under the operator's own ClusterRole (rbac.PERMISSIONS, bound cluster-wide as a deployment binds it),
-so a permission the migration lacks fails here. The proof that objects really are re-encoded is the
-apiserver's own: once v1beta1 is no longer in the CRD at all, an object still stored at v1beta1 could
-not be decoded; every object still reads.
+Under the migration's own ClusterRole (rbac.MIGRATION_PERMISSIONS, bound cluster-wide as
+storage_migration.yaml binds it), so a permission the migration lacks fails here. The proof that
+objects really are re-encoded is the apiserver's own: once v1beta1 is no longer in the CRD at all, an
+object still stored at v1beta1 could not be decoded; every object still reads.
 
 Private planes: the test replaces the CRD and changes its storage version.
 """
@@ -28,9 +28,10 @@ from envtest import crds, eventually
 from envtest.errors import CRDError
 from envtest.faults import Rule, internal_error
 from envtest.webhooks import install_crds, serving_certs, wait_converting
-from mysql_operator import api, manifests, rbac
-from mysql_operator.storage_migration import CRD_NAME, migrate, storage_version_hash
-from mysql_operator.webhooks import CONVERT_PATH, server
+from mysql_operator.api import v1
+from mysql_operator.cli.storage_migration import CRD_NAME, migrate, storage_version_hash
+from mysql_operator.manifests import generate, rbac
+from mysql_operator.webhooks.server import CONVERT_PATH, server
 
 pytestmark = pytest.mark.envtest_private(components="minimal")
 
@@ -109,12 +110,12 @@ def without(crd: dict[str, Any], dropped: str, storage: str) -> dict[str, Any]:
 
 def the_release_before() -> dict[str, Any]:
     """The CRD as the previous release shipped it: v1alpha1 and v1beta1 served, v1beta1 stored."""
-    return without(manifests.crd(serve_all=True), "v1", "v1beta1")
+    return without(generate.crd(serve_all=True), "v1", "v1beta1")
 
 
 def migrator_kubeconfig(plane: Plane, path: Path) -> Path:
-    """A ServiceAccount bound cluster-wide to the generated ClusterRole (a deployment's binding)."""
-    role = rbac.cluster_role()
+    """A ServiceAccount bound cluster-wide to the migration's generated ClusterRole (its Job's binding)."""
+    (role,) = [d for d in rbac.storage_migration_docs() if d["kind"] == "ClusterRole"]
     role["metadata"]["name"] = f"{MIGRATOR}-{plane.namespace}"
     base = f"{plane.api}/apis/rbac.authorization.k8s.io/v1"
     made = plane.s.post(f"{base}/clusterroles", json=role, timeout=plane.timeouts(10))
@@ -142,7 +143,7 @@ def seed_objects(plane: Plane) -> list[str]:
     plane.create(
         {
             "apiVersion": beta,
-            "kind": api.KIND,
+            "kind": v1.KIND,
             "metadata": {"name": "maria"},
             "spec": {
                 "replicas": 3,
@@ -159,7 +160,7 @@ def seed_objects(plane: Plane) -> list[str]:
     plane.create(
         {
             "apiVersion": beta,
-            "kind": api.KIND,
+            "kind": v1.KIND,
             "metadata": {"name": "pinned"},
             "spec": {"replicas": 1, "version": "8.0.36", "storage": {"size": "1Gi"}},
         }
@@ -167,7 +168,7 @@ def seed_objects(plane: Plane) -> list[str]:
     plane.create(
         {
             "apiVersion": "db.example.com/v1alpha1",
-            "kind": api.KIND,
+            "kind": v1.KIND,
             "metadata": {"name": "from-alpha"},
             "spec": {"replicas": 2, "storageSize": "3Gi", "backup": {"enabled": True, "schedule": "@daily"}},
         }
@@ -175,7 +176,7 @@ def seed_objects(plane: Plane) -> list[str]:
     plane.create(
         {
             "apiVersion": beta,
-            "kind": api.KIND,
+            "kind": v1.KIND,
             "metadata": {"name": "refused"},
             "spec": {"replicas": 1, "engine": "mariadb", "version": "11.4", "storage": {"size": "1Gi"}},
         }
@@ -203,14 +204,14 @@ def test_v1beta1_objects_are_restored_at_v1_before_stored_versions_is_trimmed(
     assert before["maria@v1beta1"]["spec"]["engine"] == "mariadb"
 
     # The upgrade: v1 added and stored; what is in etcd is still v1beta1.
-    plane.install(manifests.crd(serve_all=True))
+    plane.install(generate.crd(serve_all=True))
     assert plane.stored_versions() == ["v1beta1", "v1"]
     read_before = {n: plane.resource_version(n) for n in names}
 
     # The apiserver's discovery agrees with our hash formula (migrate waits for exactly this value).
     resources = plane.s.get(f"{plane.api}/{GROUP}/v1", timeout=t(10)).json()["resources"]
-    (entry,) = [r for r in resources if r["name"] == api.PLURAL]
-    assert entry["storageVersionHash"] == storage_version_hash(api.GROUP, "v1", api.KIND)
+    (entry,) = [r for r in resources if r["name"] == v1.PLURAL]
+    assert entry["storageVersionHash"] == storage_version_hash(v1.GROUP, "v1", v1.KIND)
 
     identity = migrator_kubeconfig(plane, tmp_path / "migrator.kubeconfig")
 
@@ -227,7 +228,7 @@ def test_v1beta1_objects_are_restored_at_v1_before_stored_versions_is_trimmed(
     assert plane.resource_version("refused") == read_before["refused"]
     # While v1beta1 is listed as stored, the apiserver refuses to drop it from the CRD.
     with pytest.raises(CRDError, match="storedVersions"):
-        plane.install(without(manifests.crd(serve_all=True), "v1beta1", "v1"))
+        plane.install(without(generate.crd(serve_all=True), "v1beta1", "v1"))
     faults.remove(refuse)
 
     # 2. The command, as an upgrade runs it: finishes the job, exit 0, storedVersions trimmed.
@@ -249,7 +250,7 @@ def test_v1beta1_objects_are_restored_at_v1_before_stored_versions_is_trimmed(
     assert {n: plane.resource_version(n) for n in names} == moved
 
     # 4. v1beta1 gone from the CRD: nothing stored at it could be decoded now; everything reads.
-    plane.install(without(manifests.crd(serve_all=True), "v1beta1", "v1"))
+    plane.install(without(generate.crd(serve_all=True), "v1beta1", "v1"))
 
     def v1beta1_not_served() -> None:
         resp = plane.s.get(plane.url("v1beta1", "maria"), timeout=t(10))
@@ -261,7 +262,7 @@ def test_v1beta1_objects_are_restored_at_v1_before_stored_versions_is_trimmed(
         assert plane.read("v1", name)["spec"] == before[f"{name}@v1beta1"]["spec"], name
 
     # 5. Served again (the release that still serves it): all three versions read as before, no loss.
-    plane.install(manifests.crd(serve_all=True))
+    plane.install(generate.crd(serve_all=True))
     after = plane.everything(names)
     for key, seen in before.items():
         assert after[key] == seen, key
@@ -291,12 +292,12 @@ def test_trimming_without_the_migration_strands_objects_stored_at_v1beta1(plane:
     plane.create(
         {
             "apiVersion": "db.example.com/v1beta1",
-            "kind": api.KIND,
+            "kind": v1.KIND,
             "metadata": {"name": "stranded"},
             "spec": {"replicas": 1, "storage": {"size": "1Gi"}},
         }
     )
-    plane.install(manifests.crd(serve_all=True))
+    plane.install(generate.crd(serve_all=True))
     crd = plane.crd()
     trimmed = plane.s.patch(
         f"{plane.api}/{crds.CRD_API}/{CRD_NAME}/status",
@@ -306,7 +307,7 @@ def test_trimming_without_the_migration_strands_objects_stored_at_v1beta1(plane:
     )
     assert trimmed.status_code == 200, trimmed.text
     assert crd["status"]["storedVersions"] == ["v1beta1", "v1"]
-    plane.install(without(manifests.crd(serve_all=True), "v1beta1", "v1"))
+    plane.install(without(generate.crd(serve_all=True), "v1beta1", "v1"))
 
     def unreadable() -> None:
         resp = plane.s.get(plane.url("v1", "stranded"), timeout=t(10))

@@ -29,8 +29,8 @@ from envtest.crds import CRD_API
 from envtest.pki import CertificateAuthority
 from envtest.plane.ports import free_port
 from envtest.webhooks import Endpoint, install_crds, repoint
-from mysql_operator import manifests
-from mysql_operator.webhooks import CONVERT_PATH
+from mysql_operator.manifests import generate
+from mysql_operator.webhooks.server import CONVERT_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "operator" / "config" / "webhook.yaml"
@@ -160,7 +160,7 @@ def test_admission_and_conversion_survive_a_serving_cert_and_ca_rotation_without
     s, api = cluster.session, cluster.server
     base = f"{api}/apis/db.example.com"
 
-    install_crds(s, api, [manifests.crd(serve_all=True)], f"{op.url}{CONVERT_PATH}", old_ca, timeout=t(30))
+    install_crds(s, api, [generate.crd(serve_all=True)], f"{op.url}{CONVERT_PATH}", old_ca, timeout=t(30))
     installed = envtest_webhooks.install([CONFIGS], endpoint=Endpoint(op.url, old_ca), namespace=ns)
 
     def admits_denies_and_converts(tag: str) -> None:

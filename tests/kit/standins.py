@@ -35,7 +35,7 @@ from envtest.binaries import kind as kind_binary
 from envtest.binaries.nodeimage import builds, images
 from envtest.binaries.nodespec import NodeImageSpec, is_offline_image
 from envtest.errors import EnvtestError
-from mysql_operator.images import BACKUP_ENV, MARIADB_ENV, MYSQL_ENV
+from mysql_operator.database.images import BACKUP_ENV, MARIADB_ENV, MYSQL_ENV
 
 Progress = Callable[[str], None]
 

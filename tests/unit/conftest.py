@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from operator_fakes import Clock, FakeKube, RecordingEvents
 
-from mysql_operator.reconciler import MySQLClusterReconciler
+from mysql_operator.controller.reconciler import MySQLClusterReconciler
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""An in-memory stand-in for `mysql_operator.client.ApiClient`, for reconciler unit tests only.
+"""An in-memory stand-in for `mysql_operator.controller.client.ApiClient`, for reconciler unit tests only.
 
 It keeps the apiserver behaviours the reconciler's correctness rests on: resourceVersion
 preconditions (409), AlreadyExists (409), merge-patch semantics (lists replaced, None deletes),
@@ -17,8 +17,8 @@ from typing import Any
 
 from pykube.exceptions import HTTPError
 
-from mysql_operator import resources
-from mysql_operator.kinds import Kind, StatefulSet
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.kinds import Kind, StatefulSet
 
 Obj = dict[str, Any]
 
@@ -150,7 +150,7 @@ class FakeKube:
         self._maybe_fail("get", kind.endpoint)
         return self.peek(kind, namespace, name)
 
-    def list(self, kind: Kind, namespace: str, label_selector: str) -> list[Obj]:
+    def list(self, kind: Kind, namespace: str, label_selector: str, *, fresh: bool = False) -> list[Obj]:
         self._maybe_fail("list", kind.endpoint)
         wanted = dict(part.split("=", 1) for part in label_selector.split(",") if part)
         return [
@@ -159,6 +159,17 @@ class FakeKube:
             if resource == kind.endpoint
             and ns == namespace
             and wanted.items() <= (obj["metadata"].get("labels") or {}).items()
+        ]
+
+    def events(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        """Events the test put (kind Event), about that object."""
+        return [
+            copy.deepcopy(obj)
+            for (resource, ns, _), obj in sorted(self.objects.items())
+            if resource == "events"
+            and ns == namespace
+            and (obj.get("involvedObject") or {}).get("kind") == kind
+            and (obj.get("involvedObject") or {}).get("name") == name
         ]
 
     def create(self, kind: Kind, obj: Obj) -> Obj:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mysql_operator import resources
+from mysql_operator.controller.children import backups, resources
 
 SPECS: dict[str, dict[str, Any]] = {
     "minimal": {"replicas": 1, "storage": {"size": "1Gi"}},
@@ -27,6 +27,13 @@ SPECS: dict[str, dict[str, Any]] = {
     # and the final backup's deadline round up.
     "restored": {"replicas": 2, "storage": {"size": "1500M"}, "restore": {"fromCluster": "old-db"}},
 }
+
+
+def reference(builder: str) -> Any:
+    """The reference's builder of that name (the children in `resources`, the backup ones in `backups`)."""
+    return getattr(resources, builder, None) or getattr(backups, builder)
+
+
 BUILDERS = [
     "headless_service",
     "primary_service",

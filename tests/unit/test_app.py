@@ -9,11 +9,20 @@ from pathlib import Path
 import pykube
 import pytest
 
-from mysql_operator import build_manager, logs
-from mysql_operator.__main__ import main
-from mysql_operator.app import cluster_of
-from mysql_operator.kinds import CronJob, MySQLCluster, Secret, Service, StatefulSet
-from mysql_operator.reconciler import MySQLClusterReconciler
+from mysql_operator import build_manager
+from mysql_operator.cli import logs
+from mysql_operator.cli.main import main
+from mysql_operator.controller.kinds import (
+    CronJob,
+    MySQLCluster,
+    PersistentVolumeClaim,
+    Pod,
+    Secret,
+    Service,
+    StatefulSet,
+)
+from mysql_operator.controller.reconciler import MySQLClusterReconciler
+from mysql_operator.controller.wiring import cluster_of
 from mysql_operator.runtime import leader
 
 
@@ -24,13 +33,21 @@ def factory() -> pykube.HTTPClient:
 def test_app_wires_one_controller_for_mysqlclusters_and_their_children() -> None:
     manager = build_manager(factory, namespace="team-a", workers=3, leader_elect=True, identity="me")
     (controller,) = manager.controllers
-    assert controller.kinds == [MySQLCluster, StatefulSet, Service, CronJob, Secret]
+    assert controller.kinds == [
+        MySQLCluster,
+        StatefulSet,
+        Service,
+        CronJob,
+        Secret,
+        Pod,
+        PersistentVolumeClaim,
+    ]
     assert controller.owned == [StatefulSet, Service, CronJob], "the retained Secret is not owned"
     assert controller.workers == 3
     assert isinstance(controller.reconciler, MySQLClusterReconciler)
     assert controller.reconciler.recorder is not None
-    assert (manager.options.namespace, manager.options.leader_elect, manager.identity) == (
-        "team-a",
+    assert (manager.options.namespaces, manager.options.leader_elect, manager.identity) == (
+        ("team-a",),
         True,
         "me",
     )
@@ -41,7 +58,7 @@ def test_children_are_watched_by_our_label_and_the_secret_as_metadata_only() -> 
     manager = build_manager(factory, namespace="team-a")
     ours = "app.kubernetes.io/managed-by=mysql-operator"
     options = manager._informer_options
-    for kind in (StatefulSet, Service, CronJob):
+    for kind in (StatefulSet, Service, CronJob, Pod, PersistentVolumeClaim):
         assert options[kind] == {"label_selector": ours, "metadata_only": False}, kind.kind
     assert options[Secret] == {"label_selector": ours, "metadata_only": True}
     assert MySQLCluster not in options, "every MySQLCluster is ours to reconcile"
@@ -126,7 +143,9 @@ def test_queue_rate_limits_and_the_event_sender_are_wired() -> None:
 
 
 def test_key_value_log_lines_carry_extra_fields() -> None:
-    record = logging.LogRecord("mysql_operator.reconciler", logging.INFO, "f", 1, "created", (), None)
+    record = logging.LogRecord(
+        "mysql_operator.controller.reconciler", logging.INFO, "f", 1, "created", (), None
+    )
     record.kind, record.object = "Service", "db headless"
     line = logs.KeyValueFormatter().format(record)
     assert "level=info" in line and "msg=created" in line and "kind=Service" in line

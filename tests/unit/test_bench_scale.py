@@ -14,9 +14,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from peer_specs import BUILDERS, SPECS, cluster
+from peer_specs import BUILDERS, SPECS, cluster, reference
 
-from mysql_operator import resources
+from mysql_operator.controller.children import resources
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ def kopf_children() -> ModuleType:
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_kopf_peer_builds_the_reference_children(kopf_children: ModuleType, builder: str, spec: str) -> None:
     obj = cluster(SPECS[spec])
-    assert getattr(kopf_children, builder)(obj) == getattr(resources, builder)(obj)
+    assert getattr(kopf_children, builder)(obj) == reference(builder)(obj)
 
 
 def test_kopf_peer_secret_is_the_reference_secret_with_its_own_password(kopf_children: ModuleType) -> None:

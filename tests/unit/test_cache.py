@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from operator_fakes import FakeKube
 
-from mysql_operator.cache import PRUNE_MIN, CachedClient
-from mysql_operator.kinds import Job, Secret, StatefulSet
+from mysql_operator.controller.cache import PRUNE_MIN, CachedClient
+from mysql_operator.controller.kinds import Job, Secret, StatefulSet
 from mysql_operator.runtime.types import Key
 
 
@@ -19,6 +19,9 @@ class FakeInformer:
 
     def has_synced(self) -> bool:
         return True
+
+    def for_namespace(self, namespace: str | None) -> FakeInformer:
+        return self
 
     def get(self, key: Key) -> dict[str, Any] | None:
         return self.store.get(key)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from mysql_operator import api, api_v1alpha1, api_v1beta1
-from mysql_operator.conversion import FIELDS_ANNOTATION, ConversionError, convert
+from mysql_operator.api import v1 as hub_api
+from mysql_operator.api import v1alpha1, v1beta1
+from mysql_operator.api.conversion import FIELDS_ANNOTATION, ConversionError, convert
 
 ALPHA = "db.example.com/v1alpha1"
 BETA = "db.example.com/v1beta1"
@@ -22,9 +23,9 @@ V1 = "db.example.com/v1"
 SEEDS = range(500)
 VERSIONS = [ALPHA, BETA, V1]
 MODELS = {
-    ALPHA: api_v1alpha1.MySQLClusterModel,
-    BETA: api_v1beta1.MySQLClusterModel,
-    V1: api.MySQLClusterModel,
+    ALPHA: v1alpha1.MySQLClusterModel,
+    BETA: v1beta1.MySQLClusterModel,
+    V1: hub_api.MySQLClusterModel,
 }
 
 
@@ -126,7 +127,7 @@ def test_v1alpha1_round_trip_through_the_hub_is_the_identity() -> None:
         hub = convert(obj, V1)
         assert hub["apiVersion"] == V1 and "storageSize" not in hub["spec"], seed
         assert hub["spec"]["engine"] == "mysql", seed
-        api.MySQLClusterModel.model_validate(hub)  # a valid v1alpha1 object is a valid v1 one
+        hub_api.MySQLClusterModel.model_validate(hub)  # a valid v1alpha1 object is a valid v1 one
         assert convert(hub, ALPHA) == obj, f"seed {seed}"
 
 
@@ -136,7 +137,7 @@ def test_v1beta1_round_trip_through_v1alpha1_is_the_identity() -> None:
         spoke = convert(obj, ALPHA)
         assert spoke["apiVersion"] == ALPHA and "storage" not in spoke["spec"], seed
         assert "engine" not in spoke["spec"] and "version" in spoke["spec"], seed
-        api_v1alpha1.MySQLClusterModel.model_validate(spoke)
+        v1alpha1.MySQLClusterModel.model_validate(spoke)
         assert convert(spoke, BETA) == obj, f"seed {seed}"
 
 
@@ -247,7 +248,7 @@ def test_a_version_a_v1alpha1_client_sets_is_kept_over_the_unset_marker() -> Non
     spoke["spec"]["version"] = "11.4"
     hub = convert(spoke, V1)
     assert hub["spec"]["version"] == "11.4" and hub["spec"]["engine"] == "mariadb"
-    api.MySQLClusterModel.model_validate(hub)
+    hub_api.MySQLClusterModel.model_validate(hub)
 
 
 def test_a_v1alpha1_edit_keeps_the_fields_it_cannot_see() -> None:
@@ -286,7 +287,7 @@ def test_unknown_versions_are_refused_by_name() -> None:
 
 
 def test_the_hub_is_v1_and_every_version_is_served() -> None:
-    from mysql_operator.conversion import HUB, served
+    from mysql_operator.api.conversion import HUB, served
 
-    assert HUB == V1 == api.API_VERSION
+    assert HUB == V1 == hub_api.API_VERSION
     assert sorted(served()) == sorted(VERSIONS)

@@ -274,7 +274,7 @@ def test_an_unbindable_host_fails_the_launch_with_the_reason(tmp_path: Path, pro
 def test_the_operators_conversion_factory_binds_the_address_its_certificate_names(tmp_path: Path) -> None:
     # On kind that address is the docker gateway: a server bound to 127.0.0.1 there is unreachable.
     from envtest.webhooks import serving_certs
-    from mysql_operator.webhooks import conversion_endpoint
+    from mysql_operator.webhooks.server import conversion_endpoint
 
     server = conversion_endpoint(serving_certs(tmp_path / "certs", ("127.0.0.2",)))
     try:

@@ -9,7 +9,7 @@ import pykube
 import pytest
 from pykube.http import KubernetesHTTPAdapter
 
-from mysql_operator.credentials import TokenFile, in_cluster
+from mysql_operator.cli.credentials import TokenFile, in_cluster
 
 
 class Clock:

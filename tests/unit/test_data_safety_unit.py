@@ -9,16 +9,24 @@ from typing import Any
 import pytest
 from operator_fakes import FakeKube, RecordingEvents, cluster, database_pod, rollout_completed
 
-from mysql_operator import resources
-from mysql_operator.api import RETAINED_ANNOTATION
-from mysql_operator.client import delete_exactly
-from mysql_operator.engines import ENGINES, MARIADB, MYSQL
-from mysql_operator.immutable import STORAGE_IMMUTABLE
-from mysql_operator.kinds import CronJob, Job, MySQLCluster, PersistentVolumeClaim, Pod, Secret, StatefulSet
-from mysql_operator.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
+from mysql_operator.api.v1 import RETAINED_ANNOTATION
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.immutable import STORAGE_IMMUTABLE
+from mysql_operator.controller.client import delete_exactly
+from mysql_operator.controller.kinds import (
+    CronJob,
+    Job,
+    MySQLCluster,
+    PersistentVolumeClaim,
+    Pod,
+    Secret,
+    StatefulSet,
+)
+from mysql_operator.controller.reconciler import CREDENTIALS_MISSING, MySQLClusterReconciler
+from mysql_operator.controller.status import DEGRADED, condition
+from mysql_operator.controller.versions import ENGINE_IMMUTABLE, VERSION_DOWNGRADE
+from mysql_operator.database.engines import ENGINES, MARIADB, MYSQL
 from mysql_operator.runtime.types import Key
-from mysql_operator.status import DEGRADED, condition
-from mysql_operator.versions import ENGINE_IMMUTABLE, VERSION_DOWNGRADE
 
 KEY = Key("ns/db")
 
@@ -337,3 +345,51 @@ def test_an_upgrade_a_pod_started_cannot_be_taken_back(
     assert server_image(kube) == "mysql:9.9"
     found = degraded(kube)
     assert (found["status"], found["reason"]) == ("True", VERSION_DOWNGRADE)
+
+
+def configure_env(kube: FakeKube) -> dict[str, str]:
+    sts = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert sts is not None
+    (configure,) = sts["spec"]["template"]["spec"]["initContainers"]
+    return {e["name"]: e.get("value", "") for e in configure["env"] if "valueFrom" not in e}
+
+
+def test_an_upgrade_asked_for_is_recorded_and_lets_only_that_release_be_opened_by_the_new_one(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(version="8.0"))
+    reconciler.reconcile(KEY)
+    rolled_out(kube, reconciler)
+    env = configure_env(kube)
+    assert (env["SERVER_VERSION"], env["UPGRADE_FROM"], env["CLUSTER_NAME"]) == ("8.0", "", "db")
+    kube.patch_merge(MySQLCluster, "ns", "db", {"spec": {"version": "8.4"}})
+    reconciler.reconcile(KEY)
+    assert live(kube)["status"]["upgradeFrom"] == "8.0"
+    assert (configure_env(kube)["SERVER_VERSION"], configure_env(kube)["UPGRADE_FROM"]) == ("8.4", "8.0")
+    generation = kube.peek(StatefulSet, "ns", "db-mysql")["metadata"]["generation"]  # type: ignore[index]
+    rolled_out(kube, reconciler)
+    assert live(kube)["status"]["version"] == "8.4"
+    reconciler.reconcile(KEY)
+    after = kube.peek(StatefulSet, "ns", "db-mysql")
+    assert after is not None and after["metadata"]["generation"] == generation, "no second rollout"
+
+
+def test_a_pod_whose_datadir_is_not_its_engines_or_releases_is_degraded_naming_both(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    kube.put(MySQLCluster, cluster(version="8.4"))
+    reconciler.reconcile(KEY)
+    refused = (
+        "DatadirMismatch: pod db-mysql-0's datadir was written by mysql 8.0; this pod runs mysql 8.4: "
+        "set spec.version to 8.0 to run it as it is (upgrade later by changing spec.version)"
+    )
+    ended = {"terminated": {"exitCode": 1, "message": refused}}
+    init = [{"name": "configure", "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": ended}]
+    kube.put(Pod, database_pod(0, status={"initContainerStatuses": init}))
+    reconciler.reconcile(KEY)
+    problem = degraded(kube)
+    assert problem["reason"] == "DatadirMismatch"
+    assert (
+        "pod db-mysql-0 cannot start" in problem["message"] and "written by mysql 8.0" in problem["message"]
+    )
+    assert "runs mysql 8.4" in problem["message"]

@@ -1,15 +1,14 @@
-"""The database pod's shell scripts (replication.py), run for real by a POSIX shell in a temporary
-directory: the `configure` init container, the server container's start, the readiness probe and
-the `replication` sidecar.
+"""The database pod's shell scripts (database/replication.py) and the operator's exec actions
+(database/actions.py), run for real in a temporary directory, under the shells the images run them with:
+dash (/bin/sh of Debian's and Ubuntu's images) and busybox sh. `make script-shells` installs both; a
+missing one fails the test naming that command (pytest changes nothing on the machine).
 
-The images run these with their own `sh` (bash on MySQL's, dash on MariaDB's Ubuntu), so each runs
-under dash and under bash in POSIX mode. The database is a fake client on PATH (`mysql` and
-`mariadb`): it records every call (program, arguments, MYSQL_PWD) and answers from scripted rules. A
-fake `sleep` returns at once and records its argument; asked for the primary's idle hour, or for a
-replica's recheck pause more than FAKE_RECHECKS times, it sends TERM to the script, whose trap ends it
-with 0 — so a sidecar run ends exactly when the script idles (after FAKE_RECHECKS rechecks).
-A fake `docker-entrypoint.sh` (the image's entrypoint, which the server's start hands over to) prints
-what it was given.
+The database is a fake client on PATH (`mysql` and `mariadb`): it records every call (program,
+arguments, the SQL from -e or its stdin, the option file it was given) and answers from scripted rules.
+Every other program the scripts run goes through a recording shim (its argv, then the real program), so
+`test_no_password_is_ever_an_argument` sees the argv of every process a script starts. A fake `sleep`
+returns at once and records its argument; asked for the sidecar's recheck pause more than FAKE_RECHECKS
+times, it sends TERM to the script, whose trap ends it with 0.
 """
 
 from __future__ import annotations
@@ -26,17 +25,21 @@ from typing import Any
 
 import pytest
 
-from mysql_operator import replication
-from mysql_operator.engines import MARIADB, MYSQL, Engine
+from mysql_operator.database import actions, replication
+from mysql_operator.database.engines import MARIADB, MYSQL, Engine
 
-SHELLS = [["dash"], ["bash", "--posix"]]
-SHELL_IDS = ["dash", "bash"]
+SHELLS = {"dash": ["dash"], "busybox": ["busybox", "sh"]}
 ENGINES = [MYSQL, MARIADB]
-PRIMARY_HOST = "db-mysql-0.db-headless.ns.svc"
-ROOT_PASSWORD = "root-secret"
-REPLICATION_PASSWORD = "repl-secret"
+PRIMARY_HOST = "db-primary.ns.svc"
+ROOT_PASSWORD = "root-Secret_1"
+REPLICATION_PASSWORD = "repl-Secret_2"
 RUN_LIMIT = 30
 """Seconds before a run is called hung: a safety net for a broken script, never an assertion."""
+RECHECK = str(replication.RECHECK_SECONDS)
+RECORDED = (
+    "sed", "cp", "rm", "find", "ls", "grep", "touch", "chmod", "chown", "id", "cat", "mkdir", "wc", "mv",
+)  # fmt: skip
+"""Programs the scripts run (shimmed to record their argv); builtins (printf, echo, [) start no process."""
 
 FAKE_CLIENT = """#!{python}
 import json, os, sys
@@ -44,14 +47,19 @@ state_path = os.environ["FAKE_DB_STATE"]
 with open(state_path) as f:
     rules = json.load(f)
 args = sys.argv[1:]
+defaults = args[0].split("=", 1)[1] if args and args[0].startswith("--defaults-extra-file=") else None
 sql = args[args.index("-e") + 1] if "-e" in args else sys.stdin.read()
-host = args[args.index("-h") + 1] if "-h" in args else "localhost"
+host = args[args.index("-h") + 1] if "-h" in args else None
+if host is None and defaults and os.path.exists(defaults):
+    for line in open(defaults):
+        if line.startswith("host="):
+            host = line.split("=", 1)[1].strip()
 call = {{"prog": os.path.basename(sys.argv[0]), "args": args, "sql": sql, "host": host,
-        "pwd": os.environ.get("MYSQL_PWD")}}
+        "defaults": defaults, "pwd": os.environ.get("MYSQL_PWD")}}
 with open(os.environ["FAKE_DB_CALLS"], "a") as f:
     f.write(json.dumps(call) + "\\n")
 for rule in rules:
-    if sql.startswith(rule["sql"]) and rule.get("host", host) == host and rule.get("times", 1) > 0:
+    if sql.startswith(rule["sql"]) and rule.get("times", 1) > 0:
         if "times" in rule:
             rule["times"] -= 1
             with open(state_path, "w") as f:
@@ -61,13 +69,11 @@ for rule in rules:
         sys.exit(rule.get("exit", 0))
 """
 
-_RECHECK = replication.RECHECK_SECONDS
 FAKE_SLEEP = f"""#!/bin/sh
 echo "$1" >> "$FAKE_SLEEPS"
-case "$1" in
-  3600) kill -TERM "$PPID" ;;
-  {_RECHECK}) [ "$(grep -cx {_RECHECK} "$FAKE_SLEEPS")" -gt "${{FAKE_RECHECKS:-0}}" ] && kill -TERM "$PPID" ;;
-esac
+if [ "$1" = {RECHECK} ] && [ "$(grep -cx {RECHECK} "$FAKE_SLEEPS")" -gt "${{FAKE_RECHECKS:-0}}" ]; then
+  kill -TERM "$PPID"
+fi
 exit 0
 """
 
@@ -75,29 +81,27 @@ FAKE_ENTRYPOINT = """#!/bin/sh
 echo "entrypoint: $*"
 """
 
-ACCESS_DENIED = "ERROR 1045 (28000): Access denied for user 'root'@'localhost' (using password: YES)\n"
+SHIM = """#!/bin/sh
+for arg in "$0" "$@"; do printf '%s\\037' "$arg"; done >> "$ARGV_LOG"
+printf '\\n' >> "$ARGV_LOG"
+exec {real} "$@"
+"""
+
 CANNOT_CONNECT = "ERROR 2003 (HY000): Can't connect to server on '127.0.0.1' (111)\n"
 
 
-def status_output(engine: Engine, io: str, sql: str) -> str:
+def status_output(engine: Engine, io: str, sql: str, **extra: str) -> str:
     """`SHOW REPLICA STATUS\\G` (MySQL) or `SHOW SLAVE STATUS\\G` (MariaDB) as the client prints it."""
-    if engine is MYSQL:
-        return (
-            "*************************** 1. row ***************************\n"
-            "             Replica_IO_State: Waiting for source to send event\n"
-            f"                  Source_Host: {PRIMARY_HOST}\n"
-            f"           Replica_IO_Running: {io}\n"
-            f"          Replica_SQL_Running: {sql}\n"
-            "    Replica_SQL_Running_State: Replica has read all relay log; waiting for more updates\n"
-        )
-    return (
-        "*************************** 1. row ***************************\n"
-        "                Slave_IO_State: Waiting for master to send event\n"
-        f"                   Master_Host: {PRIMARY_HOST}\n"
-        f"              Slave_IO_Running: {io}\n"
-        f"             Slave_SQL_Running: {sql}\n"
-        "       Slave_SQL_Running_State: Slave has read all relay log; waiting for more updates\n"
-    )
+    prefix, source = ("Replica", "Source") if engine is MYSQL else ("Slave", "Master")
+    lines = [
+        "*************************** 1. row ***************************",
+        f"             {prefix}_IO_State: Waiting for {source.lower()} to send event",
+        f"                  {source}_Host: {PRIMARY_HOST}",
+        f"           {prefix}_IO_Running: {io}",
+        f"          {prefix}_SQL_Running: {sql}",
+        *(f"  {k}: {v}" for k, v in extra.items()),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -106,9 +110,10 @@ class Run:
     stdout: str
     calls: list[dict[str, Any]]
     sleeps: list[str]
+    argvs: list[list[str]]
 
-    def sql(self, prog: str | None = None) -> list[str]:
-        return [c["sql"] for c in self.calls if prog is None or c["prog"] == prog]
+    def sql(self) -> list[str]:
+        return [c["sql"] for c in self.calls]
 
 
 @dataclass
@@ -120,56 +125,77 @@ class Pod:
     rules: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for d in ("data", "conf", "initdb", "bin"):
+        for d in ("data", "conf", "initdb", "run", "podinfo", "tls", "bin"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
+        for name in ("ca.crt", "tls.crt", "tls.key"):
+            (self.root / "tls" / name).write_text(f"-----{name}-----\n")
         client = FAKE_CLIENT.format(python=sys.executable)
-        fakes = (
-            ("mysql", client),
-            ("mariadb", client),
-            ("sleep", FAKE_SLEEP),
-            (replication.ENTRYPOINT, FAKE_ENTRYPOINT),
-        )
+        fakes = [("mysql", client), ("mariadb", client), ("sleep", FAKE_SLEEP)]
+        fakes.append((replication.ENTRYPOINT, FAKE_ENTRYPOINT))
+        for name in RECORDED:
+            real = shutil.which(name)
+            if real:
+                fakes.append((name, SHIM.format(real=real)))
         for name, body in fakes:
             path = self.root / "bin" / name
             path.write_text(body)
             path.chmod(0o755)
 
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
+    def __getattr__(self, name: str) -> Path:
+        if name in ("data", "conf", "initdb", "run", "podinfo", "tls"):
+            return self.root / name
+        raise AttributeError(name)
 
-    @property
-    def conf(self) -> Path:
-        return self.root / "conf"
+    def label(self, role: str | None) -> None:
+        """The downward API's labels file, as the kubelet writes it."""
+        lines = ['app.kubernetes.io/name="mysql"']
+        if role:
+            lines.append(f'{replication.ROLE_LABEL}="{role}"')
+        (self.podinfo / "labels").write_text("\n".join(sorted(lines)) + "\n")
 
-    @property
-    def initdb(self) -> Path:
-        return self.root / "initdb"
-
-    def configure_script(self, engine: Engine) -> str:
+    def configure(self, engine: Engine) -> str:
         return replication.configure_script(
-            engine, str(self.data), conf_dir=str(self.conf), initdb_dir=str(self.initdb)
+            engine,
+            str(self.data),
+            conf_dir=str(self.conf),
+            initdb_dir=str(self.initdb),
+            run_dir=str(self.run),
+            tls_source_dir=str(self.tls),
+            termination_log=str(self.root / "termination-log"),
         )
 
     def start_script(self, engine: Engine) -> str:
-        return replication.start_script(engine, str(self.data), conf_dir=str(self.conf))
+        return replication.start_script(
+            engine, str(self.data), conf_dir=str(self.conf), podinfo_dir=str(self.podinfo)
+        )
 
-    def boot(self, engine: Engine, hostname: str) -> Run:
+    def probe(self, engine: Engine) -> str:
+        return replication.probe_script(engine, run_dir=str(self.run), podinfo_dir=str(self.podinfo))
+
+    def sidecar_script(self, engine: Engine) -> str:
+        return replication.replication_script(
+            engine, conf_dir=str(self.conf), run_dir=str(self.run), podinfo_dir=str(self.podinfo)
+        )
+
+    def boot(self, engine: Engine, hostname: str, env: dict[str, str] | None = None) -> Run:
         """A new pod: `configure`, then the server container's start (both outputs, the last code)."""
-        configured = self.run(self.configure_script(engine), hostname)
+        configured = self.run_script(self.configure(engine), hostname, env=env)
         assert configured.code == 0, configured.stdout
-        return self.start(engine, hostname, configured.stdout)
+        started = self.start(engine, hostname)
+        return Run(
+            started.code, configured.stdout + started.stdout, started.calls, started.sleeps, configured.argvs
+        )
 
-    def start(self, engine: Engine, hostname: str, before: str = "") -> Run:
+    def start(self, engine: Engine, hostname: str) -> Run:
         """The server container (re)started: its command, as the pod spec gives it."""
-        started = self.run(self.start_script(engine), hostname, args=["sh", engine.server])
-        return Run(started.code, before + started.stdout, started.calls, started.sleeps)
+        return self.run_script(self.start_script(engine), hostname, args=["sh", engine.server])
 
-    def run(
+    def run_script(
         self, script: str, hostname: str, env: dict[str, str] | None = None, args: list[str] | None = None
     ) -> Run:
-        calls, sleeps, state = self.root / "calls.jsonl", self.root / "sleeps", self.root / "rules.json"
-        for path in (calls, sleeps):
+        calls, sleeps, argv = self.root / "calls.jsonl", self.root / "sleeps", self.root / "argv.log"
+        state = self.root / "rules.json"
+        for path in (calls, sleeps, argv):
             path.write_text("")
         state.write_text(json.dumps(self.rules))
         env = {
@@ -179,9 +205,14 @@ class Pod:
             "REPLICATION_PASSWORD": REPLICATION_PASSWORD,
             "REPLICATION_USER": replication.REPLICATION_USER,
             "PRIMARY_HOST": PRIMARY_HOST,
+            "SERVER_VERSION": "10.11",
+            "CLUSTER_NAME": "db",
+            "CLUSTER_UID": "uid-1",
+            "UPGRADE_FROM": "",
             "FAKE_DB_STATE": str(state),
             "FAKE_DB_CALLS": str(calls),
             "FAKE_SLEEPS": str(sleeps),
+            "ARGV_LOG": str(argv),
             **(env or {}),
         }
         done = subprocess.run(
@@ -193,11 +224,13 @@ class Pod:
             timeout=RUN_LIMIT,
             check=False,
         )
+        argvs = [line.split("\x1f")[:-1] for line in argv.read_text().splitlines() if line]
         return Run(
             done.returncode,
             done.stdout,
             [json.loads(line) for line in calls.read_text().splitlines()],
             sleeps.read_text().split(),
+            argvs,
         )
 
     def source_init_script(self) -> None:
@@ -207,15 +240,16 @@ class Pod:
         subprocess.run([*self.shell, "-ec", '. "$1"', "sh", str(script)], check=True, timeout=RUN_LIMIT)
 
 
-@pytest.fixture(params=SHELLS, ids=SHELL_IDS)
+@pytest.fixture(params=list(SHELLS), ids=list(SHELLS))
 def pod(request: pytest.FixtureRequest, tmp_path: Path) -> Pod:
-    if shutil.which(request.param[0]) is None:
-        pytest.skip(f"{request.param[0]} is not installed")
-    return Pod(tmp_path / "pod", request.param)
+    shell = SHELLS[request.param]
+    if shutil.which(shell[0]) is None:
+        pytest.fail(f"{shell[0]} is not installed: run `make script-shells` (the shells the pods run)")
+    return Pod(tmp_path / "pod", shell)
 
 
 def cnf(path: Path) -> dict[str, str]:
-    parser = configparser.ConfigParser()
+    parser = configparser.ConfigParser(allow_no_value=True)
     parser.read_string(path.read_text())
     assert parser.sections() == ["mysqld"], path.read_text()
     return dict(parser["mysqld"])
@@ -230,121 +264,178 @@ def half_initialised(data: Path) -> None:
     (data / "lost+found" / "#1234").write_text("kept")
 
 
+def statements(sql: str) -> list[str]:
+    return [" ".join(s.split()) + ";" for s in sql.split(";") if s.strip()]
+
+
 # -- configure --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_server_id_is_100_plus_the_ordinal_with_the_engines_gtid_config(pod: Pod, engine: Engine) -> None:
+def test_server_cnf_has_the_ordinals_server_id_gtids_and_tls(pod: Pod, engine: Engine) -> None:
     run = pod.boot(engine, "db-mysql-2")
     assert run.code == 0, run.stdout
-    expected = {"server-id": "102", **dict(line.split("=", 1) for line in engine.gtid_config)}
+    tls = pod.run / "tls"
+    expected = {
+        "server-id": "102",
+        **dict(line.split("=", 1) for line in engine.gtid_config),
+        "ssl-ca": f"{tls}/ca.crt",
+        "ssl-cert": f"{tls}/tls.crt",
+        "ssl-key": f"{tls}/tls.key",
+    }
     assert cnf(pod.conf / "server.cnf") == expected
 
 
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_semi_sync_lines_only_when_asked(pod: Pod, engine: Engine) -> None:
+    pod.boot(engine, "db-mysql-0", env={"SEMI_SYNC": "on"})
+    config = (pod.conf / "server.cnf").read_text().splitlines()
+    assert all(line in config for line in engine.semi_sync_config)
+    pod.boot(engine, "db-mysql-0", env={"SEMI_SYNC": "off"})
+    assert not set(engine.semi_sync_config) & set((pod.conf / "server.cnf").read_text().splitlines())
+
+
+def test_the_clients_option_file_holds_the_password_for_root_only(pod: Pod) -> None:
+    pod.boot(MARIADB, "db-mysql-1")
+    option_file = pod.run / "client.cnf"
+    assert option_file.stat().st_mode & 0o777 == 0o600
+    assert option_file.read_text() == f'[client]\nuser=root\npassword="{ROOT_PASSWORD}"\nhost=127.0.0.1\n'
+
+
+def test_the_tls_files_are_copied_the_key_private(pod: Pod) -> None:
+    pod.boot(MYSQL, "db-mysql-0")
+    tls = pod.run / "tls"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tls.iterdir()}
+    assert modes == {"ca.crt": 0o644, "tls.crt": 0o644, "tls.key": 0o600}
+    assert (tls / "ca.crt").read_text() == "-----ca.crt-----\n"
+    assert tls.stat().st_mode & 0o777 == 0o755, "the server's own user must reach its files"
+
+
+@pytest.mark.parametrize("password", ['quo"te', "back\\slash", "two\nlines", ""])
+def test_a_root_password_an_option_file_cannot_hold_is_refused(pod: Pod, password: str) -> None:
+    run = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"MYSQL_ROOT_PASSWORD": password})
+    assert run.code != 0 and "root password must" in run.stdout, run.stdout
+    assert not (pod.run / "client.cnf").exists()
+
+
+# -- the datadir's identity -------------------------------------------------------------------------
+
+
+def identity(data: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (data / "mysql-operator-identity").read_text().splitlines())
+
+
+def test_a_new_datadir_records_its_engine_version_and_cluster_when_its_init_ends(pod: Pod) -> None:
+    pod.boot(MARIADB, "db-mysql-0")
+    pod.source_init_script()
+    assert identity(pod.data) == {
+        "engine": "mariadb",
+        "version": "10.11",
+        "cluster": "db",
+        "cluster-uid": "uid-1",
+    }
+
+
+@pytest.mark.parametrize("marker", ["identity", "files"])
+def test_data_of_another_engine_refuses_to_start_naming_both(pod: Pod, marker: str) -> None:
+    half_initialised(pod.data)
+    if marker == "identity":
+        (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=10.11\n")
+    else:  # a datadir from before identities: told by its files
+        (pod.data / "aria_log_control").write_text("")
+    run = pod.run_script(pod.configure(MYSQL), "db-mysql-0", env={"SERVER_VERSION": "8.4"})
+    assert run.code == 1, run.stdout
+    said = (pod.root / "termination-log").read_text()
+    assert said.startswith("DatadirMismatch: ") and "holds mariadb data" in said and "runs mysql 8.4" in said
+    assert not (pod.conf / "server.cnf").exists(), "nothing of the server is set up"
+
+
+def test_data_of_an_older_release_starts_only_as_an_upgrade_asked_for(pod: Pod) -> None:
+    half_initialised(pod.data)
+    (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=10.6\ncluster=old\n")
+    refused = pod.run_script(pod.configure(MARIADB), "db-mysql-0")  # a re-created cluster: 10.11 pinned
+    assert refused.code == 1 and "written by mariadb 10.6; this pod runs mariadb 10.11" in refused.stdout
+    assert "set spec.version to 10.6" in refused.stdout
+    upgraded = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"UPGRADE_FROM": "10.6.18"})
+    assert upgraded.code == 0 and "upgraded by 10.11 as asked" in upgraded.stdout, upgraded.stdout
+    assert identity(pod.data)["version"] == "10.11" and identity(pod.data)["cluster"] == "db"
+
+
+def test_a_datadir_of_the_same_release_starts_and_a_newer_one_never(pod: Pod) -> None:
+    half_initialised(pod.data)
+    (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=10.11\n")
+    same = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"SERVER_VERSION": "10.11.6"})
+    assert same.code == 0, same.stdout
+    (pod.data / "mysql-operator-identity").write_text("engine=mariadb\nversion=11.4\n")
+    newer = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env={"UPGRADE_FROM": "11.4"})
+    assert newer.code == 1 and "newer than this pod's 10.11" in newer.stdout, newer.stdout
+
+
+# -- the server's start -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+@pytest.mark.parametrize("role", ["primary", "replica", None])
+def test_an_initialised_datadir_starts_read_only_whatever_the_role(
+    pod: Pod, engine: Engine, role: str | None
+) -> None:
+    pod.label(role)
+    half_initialised(pod.data)
+    (pod.data / replication.INITIALISED_MARKER).write_text("")
+    run = pod.boot(engine, "db-mysql-0")
+    assert run.code == 0, run.stdout
+    assert cnf(pod.conf / "readonly.cnf") == dict(line.split("=", 1) for line in engine.read_only_config)
+    assert (pod.data / "mysql" / "user.ibd").exists()
+    assert run.stdout.endswith(f"entrypoint: {engine.server}\n")
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_fresh_datadir_turns_read_only_only_when_its_init_ends(pod: Pod, engine: Engine) -> None:
+    (pod.data / "lost+found").mkdir()
+    run = pod.boot(engine, "db-mysql-0")
+    assert run.code == 0 and "did not finish" not in run.stdout, run.stdout
+    assert not (pod.conf / "readonly.cnf").exists(), "the init phase's own writes must not be refused"
+    pod.source_init_script()
+    assert (pod.data / replication.INITIALISED_MARKER).exists()
+    assert (pod.conf / "readonly.cnf").exists()
+
+
 def test_a_replica_with_a_half_initialised_datadir_is_wiped_but_lost_and_found_survives(pod: Pod) -> None:
+    pod.label("replica")
     half_initialised(pod.data)
     run = pod.boot(MYSQL, "db-mysql-1")
     assert run.code == 0, run.stdout
     assert [p.name for p in pod.data.iterdir()] == ["lost+found"]
     assert (pod.data / "lost+found" / "#1234").read_text() == "kept"
     assert "mysqld: the datadir's first init did not finish" in run.stdout
-    assert not (pod.conf / "replica.cnf").exists(), "read-only only once the init has run again"
-    assert run.stdout.endswith("entrypoint: mysqld\n"), "then the image's entrypoint starts the server"
+    assert not (pod.conf / "readonly.cnf").exists(), "read-only only once the init has run again"
     assert (pod.conf / replication.WIPED_FLAG).exists(), "for the sidecar: point the new datadir"
 
 
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_server_restarted_after_a_cut_init_wipes_it_without_a_new_pod(pod: Pod, engine: Engine) -> None:
-    # The kubelet restarts a crashed server container alone: init containers do not run again.
-    run = pod.boot(engine, "db-mysql-1")
-    assert run.code == 0 and "did not finish" not in run.stdout, run.stdout
-    half_initialised(pod.data)  # the init phase, then the crash before its last script
-    run = pod.start(engine, "db-mysql-1")
-    assert run.code == 0, run.stdout
-    assert f"{engine.server}: the datadir's first init did not finish" in run.stdout
-    assert [p.name for p in pod.data.iterdir()] == ["lost+found"]
-    assert run.stdout.endswith(f"entrypoint: {engine.server}\n")
-
-
-def test_a_replica_made_read_only_is_not_left_so_for_a_repeated_init(pod: Pod) -> None:
-    (pod.conf / "replica.cnf").write_text("[mysqld]\nsuper-read-only=ON\n")  # from a finished init
-    half_initialised(pod.data)  # ... whose marker is gone
-    pod.boot(MYSQL, "db-mysql-1")
-    assert not (pod.conf / "replica.cnf").exists(), "the init phase's own writes would be refused"
-
-
-def test_the_primarys_datadir_is_never_wiped(pod: Pod) -> None:
+@pytest.mark.parametrize("role", ["primary", None])
+def test_a_half_initialised_datadir_not_labelled_replica_is_never_wiped(pod: Pod, role: str | None) -> None:
+    pod.label(role)
     half_initialised(pod.data)
-    run = pod.boot(MYSQL, "db-mysql-0")
+    run = pod.boot(MARIADB, "db-mysql-1")
     assert run.code == 0, run.stdout
     assert sorted(p.name for p in pod.data.iterdir()) == ["ibdata1", "lost+found", "mysql"]
-    assert (pod.data / "mysql" / "user.ibd").exists()
-    assert not list(pod.conf.glob("replica.cnf*")), "the primary is never read-only"
-
-
-@pytest.mark.parametrize("marker", [replication.INITIALISED_MARKER, replication.LEGACY_INITIALISED])
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_an_initialised_replica_is_read_only_at_once_and_kept(pod: Pod, engine: Engine, marker: str) -> None:
-    half_initialised(pod.data)
-    (pod.data / marker).write_text("")
-    run = pod.boot(engine, "db-mysql-1")
-    assert run.code == 0, run.stdout
-    assert cnf(pod.conf / "replica.cnf") == dict(line.split("=", 1) for line in engine.replica_config)
-    assert (pod.data / "mysql" / "user.ibd").exists() and (pod.data / "ibdata1").exists()
-
-
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_fresh_replica_turns_read_only_when_the_last_init_script_runs(pod: Pod, engine: Engine) -> None:
-    (pod.data / "lost+found").mkdir()
-    run = pod.boot(engine, "db-mysql-1")
-    assert run.code == 0, run.stdout
-    assert "first init did not finish" not in run.stdout, "an empty volume is not a broken init"
-    assert not (pod.conf / replication.WIPED_FLAG).exists()
-    assert not (pod.conf / "replica.cnf").exists(), "the init phase's own writes must not be refused"
-    assert [p.name for p in pod.initdb.iterdir()] == ["zz-initialised.sh"]
-
-    pod.source_init_script()  # the init phase ends
-    assert (pod.data / replication.INITIALISED_MARKER).exists()
-    assert cnf(pod.conf / "replica.cnf") == dict(line.split("=", 1) for line in engine.replica_config)
-
-    (pod.data / "ibdata1").write_text("x")  # the server's data, then the pod is recreated
-    for generated in pod.conf.iterdir():  # conf is an emptyDir: gone with the pod
-        generated.unlink()
-    run = pod.boot(engine, "db-mysql-1")
-    assert run.code == 0, run.stdout
-    assert (pod.data / "ibdata1").exists(), "an initialised replica keeps its data"
-    assert (pod.conf / "replica.cnf").exists()
-
-
-def test_a_fresh_primary_is_marked_initialised_and_stays_writable(pod: Pod) -> None:
-    run = pod.boot(MYSQL, "db-mysql-0")
-    assert run.code == 0, run.stdout
-    pod.source_init_script()
-    assert (pod.data / replication.INITIALISED_MARKER).exists()
-    assert not list(pod.conf.glob("replica.cnf*"))
+    assert (pod.conf / "readonly.cnf").exists()
 
 
 # -- readiness probe --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("read_only", "ready"), [("0", True), ("1", False)])
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_probe_passes_when_the_primary_answers_an_authenticated_query(pod: Pod, engine: Engine) -> None:
-    pod.rules = [{"sql": "SELECT 1", "stdout": "1\n"}]
-    run = pod.run(replication.probe_script(engine), "db-mysql-0")
-    assert run.code == 0, run.stdout
+def test_the_primary_is_ready_only_once_writable(
+    pod: Pod, engine: Engine, read_only: str, ready: bool
+) -> None:
+    pod.label("primary")
+    pod.rules = [{"sql": "SELECT @@global.read_only", "stdout": f"{read_only}\n"}]
+    run = pod.run_script(pod.probe(engine), "db-mysql-2")
+    assert (run.code == 0) is ready, run.stdout
     (call,) = run.calls
-    assert call["prog"] == engine.client
-    assert (call["host"], call["pwd"]) == ("127.0.0.1", ROOT_PASSWORD)
-    assert call["args"][call["args"].index("-u") + 1] == "root"
-
-
-@pytest.mark.parametrize("hostname", ["db-mysql-0", "db-mysql-1"])
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_probe_fails_when_the_client_does(pod: Pod, engine: Engine, hostname: str) -> None:
-    pod.rules = [{"sql": "", "stderr": ACCESS_DENIED, "exit": 1}]
-    run = pod.run(replication.probe_script(engine), hostname)
-    assert run.code != 0, run.stdout
-    assert run.calls, "the probe asked the server"
+    assert call["defaults"] == str(pod.run / "client.cnf") and call["pwd"] is None
 
 
 @pytest.mark.parametrize(
@@ -355,199 +446,275 @@ def test_probe_fails_when_the_client_does(pod: Pod, engine: Engine, hostname: st
 def test_a_replica_is_ready_only_while_both_threads_run(
     pod: Pod, engine: Engine, io: str, sql: str, ready: bool
 ) -> None:
+    pod.label("replica")
     pod.rules = [{"sql": engine.status_statement, "stdout": status_output(engine, io, sql)}]
-    run = pod.run(replication.probe_script(engine), "db-mysql-1")
+    run = pod.run_script(pod.probe(engine), "db-mysql-0")
     assert (run.code == 0) is ready, run.stdout
-    assert run.sql(engine.client) == [engine.status_statement]
+    assert run.sql() == [engine.status_statement]
 
 
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_replica_without_replication_is_not_ready(pod: Pod, engine: Engine) -> None:
-    pod.rules = [{"sql": engine.status_statement, "stdout": ""}]
-    run = pod.run(replication.probe_script(engine), "db-mysql-1")
-    assert run.code != 0, run.stdout
-
-
-def test_the_other_engines_spelling_is_accepted_too(pod: Pod) -> None:
-    """MariaDB 10.5+ answers SHOW REPLICA STATUS too, still with Slave_* names."""
-    pod.rules = [{"sql": MYSQL.status_statement, "stdout": status_output(MARIADB, "Yes", "Yes")}]
-    assert pod.run(replication.probe_script(MYSQL), "db-mysql-1").code == 0
+def test_an_unlabelled_pod_is_judged_as_a_replica(pod: Pod) -> None:
+    pod.label(None)
+    pod.rules = [{"sql": MARIADB.status_statement, "stdout": ""}]
+    assert pod.run_script(pod.probe(MARIADB), "db-mysql-0").code != 0
 
 
 # -- replication sidecar ----------------------------------------------------------------------------
 
 
-RECHECK = str(replication.RECHECK_SECONDS)
-
-
-def sidecar(pod: Pod, engine: Engine, hostname: str, rechecks: int = 0) -> Run:
-    """The sidecar until it idles: a primary's first idle hour, a replica's pause after `rechecks`
-    later looks at its replication."""
-    env = {"FAKE_RECHECKS": str(rechecks)}
-    run = pod.run(replication.replication_script(engine, conf_dir=str(pod.conf)), hostname, env=env)
+def sidecar(pod: Pod, engine: Engine, *, rechecks: int = 0, env: dict[str, str] | None = None) -> Run:
+    """The sidecar for `rechecks` + 1 looks at its role."""
+    run = pod.run_script(
+        pod.sidecar_script(engine), "db-mysql-1", env={"FAKE_RECHECKS": str(rechecks), **(env or {})}
+    )
     assert run.code == 0, run.stdout
-    idle = "3600" if hostname.endswith("-0") else RECHECK
-    assert run.sleeps[-1] == idle, "the sidecar idles once its work is done"
     return run
 
 
 def account_statements() -> list[str]:
     user, password = replication.REPLICATION_USER, REPLICATION_PASSWORD
     return [
-        f"CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{password}';",
-        f"ALTER USER '{user}'@'%' IDENTIFIED BY '{password}';",
+        f"CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{password}' REQUIRE SSL;",
+        f"ALTER USER '{user}'@'%' IDENTIFIED BY '{password}' REQUIRE SSL;",
         f"GRANT REPLICATION SLAVE ON *.* TO '{user}'@'%';",
     ]
 
 
-def statements(sql: str) -> list[str]:
-    return [" ".join(s.split()) + ";" for s in sql.split(";") if s.strip()]
-
-
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_sidecar_waits_for_the_server_then_ensures_the_replication_account(pod: Pod, engine: Engine) -> None:
-    pod.rules = [{"sql": "SELECT 1", "stderr": CANNOT_CONNECT, "exit": 1, "times": 3}]
-    run = sidecar(pod, engine, "db-mysql-0")
-    assert run.sleeps == ["2", "2", "2", "3600"]
-    *waits, account = run.calls
-    assert [c["sql"] for c in waits] == ["SELECT 1"] * 4
-    assert statements(account["sql"]) == account_statements()
-    assert all(c["prog"] == engine.client for c in run.calls)
-    assert {(c["host"], c["pwd"]) for c in run.calls} == {("127.0.0.1", ROOT_PASSWORD)}
-    assert "account repl ready" in run.stdout
-
-
-def test_sidecar_retries_the_account_until_it_is_made(pod: Pod) -> None:
-    pod.rules = [{"sql": "CREATE USER", "stderr": "ERROR 1290 (HY000): read-only\n", "exit": 1, "times": 1}]
-    run = sidecar(pod, MYSQL, "db-mysql-0")
-    assert run.sleeps == ["5", "3600"]
-    assert [statements(s)[0].split()[0] for s in run.sql()] == ["SELECT", "CREATE", "CREATE"]
-
-
-def point_statements(engine: Engine, tls: int) -> list[str]:
-    user, password = replication.REPLICATION_USER, REPLICATION_PASSWORD
+def point_statements(pod: Pod, engine: Engine) -> list[str]:
+    user, password, ca = replication.REPLICATION_USER, REPLICATION_PASSWORD, f"{pod.run}/tls/ca.crt"
     if engine is MYSQL:
         return [
             f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='{PRIMARY_HOST}', SOURCE_PORT=3306, "
             f"SOURCE_USER='{user}', SOURCE_PASSWORD='{password}', SOURCE_AUTO_POSITION=1, "
-            f"SOURCE_SSL={tls}, GET_SOURCE_PUBLIC_KEY=1;",
+            "SOURCE_CONNECT_RETRY=2, SOURCE_SSL=1, "
+            f"SOURCE_SSL_CA='{ca}', SOURCE_SSL_VERIFY_SERVER_CERT=1;",
             "START REPLICA;",
         ]
     return [
         f"CHANGE MASTER TO MASTER_HOST='{PRIMARY_HOST}', MASTER_PORT=3306, MASTER_USER='{user}', "
-        f"MASTER_PASSWORD='{password}', MASTER_USE_GTID=slave_pos, MASTER_SSL={tls};",
+        f"MASTER_PASSWORD='{password}', MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=2, MASTER_SSL=1, "
+        f"MASTER_SSL_CA='{ca}', MASTER_SSL_VERIFY_SERVER_CERT=1;",
         "START SLAVE;",
     ]
 
 
-def ssl_rule(answer: str, **extra: Any) -> dict[str, Any]:
-    return {"sql": "SELECT @@have_ssl", "host": PRIMARY_HOST, "stdout": f"{answer}\n", **extra}
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_labelled_primary_and_replicating_from_nobody_it_turns_writable_and_makes_the_account(
+    pod: Pod, engine: Engine
+) -> None:
+    pod.label("primary")
+    pod.rules = [
+        {"sql": "SELECT 1", "stderr": CANNOT_CONNECT, "exit": 1, "times": 2},
+        {"sql": engine.status_statement, "stdout": ""},
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n", "times": 1},
+        {"sql": "SELECT @@global.read_only", "stdout": "0\n"},
+    ]
+    run = sidecar(pod, engine, rechecks=1)
+    assert run.sleeps == ["2", "2", RECHECK, RECHECK]
+    sql = run.sql()
+    assert sql.count(engine.writable_sql) == 1, "made writable once, then left so"
+    (account,) = [s for s in sql if s.startswith("CREATE USER")]
+    assert statements(account) == account_statements()
+    assert all(c["defaults"] == str(pod.run / "client.cnf") and c["pwd"] is None for c in run.calls)
+    assert "writable: this pod is labelled primary" in run.stdout
+    assert not any("semi" in s for s in sql), "semi-sync only when asked"
 
 
-def test_a_mysql_replica_without_replication_is_pointed_at_the_primary_over_tls(pod: Pod) -> None:
-    pod.rules = [{"sql": MYSQL.status_statement, "stdout": ""}]
-    run = sidecar(pod, MYSQL, "db-mysql-1")
-    assert run.sql() == ["SELECT 1", MYSQL.status_statement, run.calls[-1]["sql"]]
-    assert statements(run.calls[-1]["sql"]) == point_statements(MYSQL, tls=1)
-    assert {(c["host"], c["pwd"]) for c in run.calls} == {("127.0.0.1", ROOT_PASSWORD)}
-    assert f"replicating from {PRIMARY_HOST} (tls=1)" in run.stdout
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_with_semi_sync_the_primary_waits_for_a_replica_before_it_is_writable(
+    pod: Pod, engine: Engine
+) -> None:
+    pod.label("primary")
+    pod.rules = [
+        {"sql": engine.status_statement, "stdout": ""},
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n"},
+    ]
+    sql = sidecar(pod, engine, env={"SEMI_SYNC": "on"}).sql()
+    semi, writable = sql.index(f"SET GLOBAL {engine.semi_sync_primary}=ON"), sql.index(engine.writable_sql)
+    assert semi < writable
 
 
-@pytest.mark.parametrize(("have_ssl", "tls"), [("YES", 1), ("DISABLED", 0), ("NO", 0)])
-def test_a_mariadb_replica_uses_tls_only_when_the_primary_has_it(pod: Pod, have_ssl: str, tls: int) -> None:
-    pod.rules = [{"sql": MARIADB.status_statement, "stdout": ""}, ssl_rule(have_ssl)]
-    run = sidecar(pod, MARIADB, "db-mysql-1")
-    asked = [c for c in run.calls if c["host"] == PRIMARY_HOST]
-    assert [(c["sql"], c["pwd"]) for c in asked] == [("SELECT @@have_ssl", REPLICATION_PASSWORD)]
-    assert asked[0]["args"][asked[0]["args"].index("-u") + 1] == replication.REPLICATION_USER
-    assert statements(run.calls[-1]["sql"]) == point_statements(MARIADB, tls)
-    assert all(c["prog"] == "mariadb" for c in run.calls)
+def test_labelled_primary_but_still_replicating_it_stays_read_only(pod: Pod) -> None:
+    pod.label("primary")
+    pod.rules = [{"sql": MARIADB.status_statement, "stdout": status_output(MARIADB, "Yes", "Yes")}]
+    run = sidecar(pod, MARIADB, rechecks=2)
+    assert MARIADB.writable_sql not in run.sql() and not any(s.startswith("CREATE USER") for s in run.sql())
+    assert run.stdout.count("still replicating: waiting for the operator's promotion") == 1
 
 
-def test_a_mariadb_replica_waits_for_the_primarys_answer_before_choosing_tls(pod: Pod) -> None:
-    """Until the primary's sidecar has made the account, the replica cannot log in to ask: that is
-    no answer, not a primary without TLS."""
-    denied = {
-        "sql": "SELECT @@have_ssl",
-        "host": PRIMARY_HOST,
-        "stderr": ACCESS_DENIED,
-        "exit": 1,
-        "times": 2,
-    }
-    pod.rules = [{"sql": MARIADB.status_statement, "stdout": ""}, denied, ssl_rule("YES")]
-    run = sidecar(pod, MARIADB, "db-mysql-1")
-    assert run.sleeps == ["5", "5", RECHECK]
-    (point,) = [s for s in run.sql() if s.startswith("CHANGE")]
-    assert statements(point) == point_statements(MARIADB, tls=1)
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_replica_is_made_read_only_and_pointed_at_the_primary_service_over_verified_tls(
+    pod: Pod, engine: Engine
+) -> None:
+    pod.label("replica")
+    pod.rules = [
+        {"sql": "SELECT @@global.read_only", "stdout": "0\n"},
+        {"sql": engine.status_statement, "stdout": ""},
+    ]
+    run = sidecar(pod, engine)
+    sql = run.sql()
+    assert engine.read_only_sql in sql
+    (point,) = [s for s in sql if s.startswith("CHANGE")]
+    assert statements(point) == point_statements(pod, engine)
+    assert f"replicating from {PRIMARY_HOST} (TLS, server certificate verified)" in run.stdout
+
+
+def test_a_pod_not_labelled_yet_is_read_only_and_pointed_nowhere(pod: Pod) -> None:
+    """Pod 0 at a cluster's start: pointed at a primary Service that has no primary yet, it would be
+    a replica of nobody, and never the primary its label soon says it is."""
+    pod.label(None)
+    pod.rules = [
+        {"sql": "SELECT @@global.read_only", "stdout": "0\n"},
+        {"sql": MARIADB.status_statement, "stdout": ""},
+    ]
+    sql = sidecar(pod, MARIADB, rechecks=2).sql()
+    assert MARIADB.read_only_sql in sql and not any(s.startswith("CHANGE") for s in sql)
+
+
+def test_the_primary_it_was_is_pointed_at_the_new_one_when_its_label_moves(pod: Pod) -> None:
+    pod.label("primary")
+    pod.rules = [
+        {"sql": MARIADB.status_statement, "stdout": ""},
+        {"sql": "SELECT @@global.read_only", "stdout": "0\n"},
+    ]
+    calls = pod.root / "calls.jsonl"
+    script = pod.sidecar_script(MARIADB)
+    # The label moves between the first and the second look (the fake sleep's first recheck does it).
+    (pod.root / "bin" / "sleep").write_text(
+        FAKE_SLEEP.replace("exit 0", f"sed -i 's/primary/replica/' {pod.podinfo}/labels\nexit 0")
+    )
+    run = pod.run_script(script, "db-mysql-0", env={"FAKE_RECHECKS": "1"})
+    assert run.code == 0, run.stdout
+    sql = [json.loads(line)["sql"] for line in calls.read_text().splitlines()]
+    points = [s for s in sql if s.startswith("CHANGE")]
+    assert len(points) == 1 and sql.index(MARIADB.read_only_sql) < sql.index(points[0])
 
 
 @pytest.mark.parametrize("io", ["Yes", "No"])
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
 def test_a_replica_with_replication_configured_is_left_alone(pod: Pod, engine: Engine, io: str) -> None:
     """Running or stopped (by a human): the sidecar neither re-points nor restarts it."""
-    pod.rules = [{"sql": engine.status_statement, "stdout": status_output(engine, io, io)}]
-    run = sidecar(pod, engine, "db-mysql-1")
-    assert run.sql() == ["SELECT 1", engine.status_statement]
-    assert "already configured" in run.stdout
+    pod.label("replica")
+    pod.rules = [
+        {"sql": engine.status_statement, "stdout": status_output(engine, io, io)},
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n"},
+    ]
+    run = sidecar(pod, engine, rechecks=2)
+    assert not any(s.startswith(("CHANGE", "START", "STOP", "SET")) for s in run.sql())
+    assert run.stdout.count("already configured") == 1
+
+
+def test_a_failed_status_query_is_asked_again_not_taken_for_no_replication(pod: Pod) -> None:
+    pod.label("replica")
+    pod.rules = [
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n"},
+        {"sql": MYSQL.status_statement, "stderr": CANNOT_CONNECT, "exit": 1, "times": 1},
+        {"sql": MYSQL.status_statement, "stdout": status_output(MYSQL, "No", "No")},
+    ]
+    run = sidecar(pod, MYSQL)
+    assert run.sql().count(MYSQL.status_statement) == 2 and "5" in run.sleeps
+    assert not any(s.startswith("CHANGE") for s in run.sql())
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_failed_status_query_is_asked_again_not_taken_for_no_replication(pod: Pod, engine: Engine) -> None:
-    stopped = status_output(engine, "No", "No")
+def test_a_replica_whose_datadir_its_start_wiped_is_pointed_again_once(pod: Pod, engine: Engine) -> None:
+    pod.label("replica")
+    configured = status_output(engine, "Yes", "Yes")
     pod.rules = [
-        {"sql": engine.status_statement, "stderr": CANNOT_CONNECT, "exit": 1, "times": 1},
-        {"sql": engine.status_statement, "stdout": stopped},
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n"},
+        {"sql": engine.status_statement, "stdout": configured, "times": 1},  # the first look
+        {"sql": engine.status_statement, "stdout": "", "times": 1},  # a new datadir after the wipe
+        {"sql": engine.status_statement, "stdout": configured},
     ]
-    run = sidecar(pod, engine, "db-mysql-1")
-    assert run.sql() == ["SELECT 1", engine.status_statement, engine.status_statement]
-    assert run.sleeps == ["5", RECHECK]
+    # The server restarts alone and its start wipes the datadir, while the sidecar pauses after its
+    # first look (the fake sleep leaves the start's flag then).
+    flag = pod.conf / replication.WIPED_FLAG
+    (pod.root / "bin" / "sleep").write_text(
+        FAKE_SLEEP.replace("exit 0", f"[ -e {flag}.done ] || {{ touch {flag} {flag}.done; }}\nexit 0")
+    )
+    run = sidecar(pod, engine, rechecks=2)
+    points = [s for s in run.sql() if s.startswith("CHANGE")]
+    assert len(points) == 1 and statements(points[0]) == point_statements(pod, engine)
+    assert not (pod.conf / replication.WIPED_FLAG).exists(), "handled once"
 
 
 @pytest.mark.parametrize("password", ["", "it's", "back\\slash", "semi;colon", "new\nline"])
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
 def test_a_replication_password_that_would_need_quoting_is_refused_before_any_sql(
-    pod: Pod, engine: Engine, password: str
+    pod: Pod, password: str
 ) -> None:
-    run = pod.run(
-        replication.replication_script(engine), "db-mysql-0", env={"REPLICATION_PASSWORD": password}
-    )
+    run = pod.run_script(pod.sidecar_script(MARIADB), "db-mysql-0", env={"REPLICATION_PASSWORD": password})
     assert run.code == 1 and "replication-password must be" in run.stdout, run.stdout
     assert run.calls == [], "no SQL may run with such a password"
 
 
-@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_replica_whose_datadir_its_start_wiped_is_pointed_again(pod: Pod, engine: Engine) -> None:
-    """The server restarted alone on a datadir its start wiped (same pod: the sidecar runs on). The
-    start's flag makes the sidecar point the new datadir, once."""
-    configured = status_output(engine, "Yes", "Yes")
-    pod.rules = [
-        {"sql": engine.status_statement, "stdout": configured, "times": 1},  # the sidecar's first look
-        {"sql": engine.status_statement, "stderr": CANNOT_CONNECT, "exit": 1, "times": 1},  # re-init
-        {"sql": engine.status_statement, "stdout": "", "times": 1},  # up again, on a new datadir
-        {"sql": engine.status_statement, "stdout": configured},
-        ssl_rule("YES"),
-    ]
-    half_initialised(pod.data)
-    (pod.conf / "replica.cnf.pending").write_text("[mysqld]\n")
-    assert pod.start(engine, "db-mysql-1").code == 0  # the wipe, before the sidecar's second look
-    assert (pod.conf / replication.WIPED_FLAG).exists()
-    run = sidecar(pod, engine, "db-mysql-1", rechecks=2)
-    assert "already configured" in run.stdout
-    (point,) = [s for s in run.sql() if s.startswith("CHANGE")]
-    assert statements(point) == point_statements(engine, tls=1)
-    assert run.stdout.count(f"replicating from {PRIMARY_HOST}") == 1
-    assert not (pod.conf / replication.WIPED_FLAG).exists(), "handled once"
-    assert run.sleeps == [RECHECK, "5", RECHECK, RECHECK]
+# -- the operator's actions -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
-def test_a_source_someone_removed_or_stopped_is_left_so(pod: Pod, engine: Engine) -> None:
-    """RESET REPLICA ALL (a rebuild, a promotion) leaves no source; STOP leaves a stopped one. Without
-    a wipe by the server's start, the sidecar re-adds and restarts nothing, look after look."""
-    pod.rules = [
-        {"sql": engine.status_statement, "stdout": status_output(engine, "No", "No"), "times": 1},
-        {"sql": engine.status_statement, "stdout": ""},
+def test_fence_makes_read_only_and_checks_it(pod: Pod, engine: Engine) -> None:
+    pod.rules = [{"sql": "SELECT @@global.read_only", "stdout": "1\n"}]
+    run = pod.run_script(actions.fence(engine, run_dir=str(pod.run)), "db-mysql-0")
+    assert run.code == 0 and run.stdout.strip().endswith("fenced"), run.stdout
+    assert engine.read_only_sql in run.sql()[0]
+    pod.rules = [{"sql": "SELECT @@global.read_only", "stdout": "0\n"}]
+    assert pod.run_script(actions.fence(engine, run_dir=str(pod.run)), "db-mysql-0").code != 0
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_failover_stops_receiving_then_waits_for_what_it_received(pod: Pod, engine: Engine) -> None:
+    received = "0-101-42" if engine is MARIADB else "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42"
+    pod.rules = [{"sql": "SELECT " + engine.wait_applied_function, "stdout": "0\n"}]
+    run = pod.run_script(
+        actions.wait_applied(engine, received, stop_receiving=True, run_dir=str(pod.run)), "x-0"
+    )
+    assert run.code == 0, run.stdout
+    assert run.sql() == [engine.stop_io_sql, f"SELECT {engine.wait_applied_function}('{received}', 30)"]
+    pod.rules = [{"sql": "SELECT " + engine.wait_applied_function, "stdout": "-1\n"}]
+    run = pod.run_script(
+        actions.wait_applied(engine, received, stop_receiving=False, run_dir=str(pod.run)), "x-0"
+    )
+    assert run.code != 0 and "not applied within 30s" in run.stdout
+    assert engine.stop_io_sql not in run.sql(), "a switchover keeps receiving from the fenced primary"
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_repoint_reconnects_a_replica_to_the_service_and_leaves_one_without_source(
+    pod: Pod, engine: Engine
+) -> None:
+    pod.rules = [{"sql": engine.status_statement, "stdout": status_output(engine, "Yes", "Yes")}]
+    run = pod.run_script(actions.repoint(engine, PRIMARY_HOST, run_dir=str(pod.run)), "x-1")
+    assert run.code == 0 and run.sql()[-1] == engine.restart_replication_sql.replace("%s", PRIMARY_HOST)
+    pod.rules = [{"sql": engine.status_statement, "stdout": ""}]
+    run = pod.run_script(actions.repoint(engine, PRIMARY_HOST, run_dir=str(pod.run)), "x-1")
+    assert (run.code, run.stdout.strip(), len(run.calls)) == (0, "no-source", 1)
+
+
+# -- no secret in any argv --------------------------------------------------------------------------
+
+
+def test_no_password_is_ever_an_argument(pod: Pod) -> None:
+    """Every process any script starts (the database clients, and each shimmed program) is recorded
+    with its argv: neither password is in any, while both do reach the database (stdin, option file)."""
+    runs: list[Run] = []
+    for engine in ENGINES:
+        runs.append(pod.boot(engine, "db-mysql-1", env={"SEMI_SYNC": "on"}))
+        for role in ("primary", "replica"):
+            pod.label(role)
+            pod.rules = [
+                {"sql": engine.status_statement, "stdout": ""},
+                {"sql": "SELECT @@global.read_only", "stdout": "1\n" if role == "primary" else "0\n"},
+            ]
+            runs.append(sidecar(pod, engine, env={"SEMI_SYNC": "on"}))
+            runs.append(pod.run_script(pod.probe(engine), "db-mysql-1"))
+        for script in (actions.observe(engine), actions.fence(engine), actions.end_replication(engine)):
+            runs.append(pod.run_script(script.replace(replication.RUN_DIR, str(pod.run)), "db-mysql-1"))
+    argvs = [a for run in runs for a in run.argvs] + [
+        [c["prog"], *c["args"]] for run in runs for c in run.calls
     ]
-    run = sidecar(pod, engine, "db-mysql-1", rechecks=3)
-    assert run.sql() == ["SELECT 1", engine.status_statement]
-    assert run.sleeps == [RECHECK] * 4
+    assert len(argvs) > 40, "the recording saw the scripts' processes"
+    assert {os.path.basename(a[0]) for a in argvs} >= {"mysql", "mariadb", "sed", "cp", "chmod", "wc"}
+    leaked = [a for a in argvs for arg in a if ROOT_PASSWORD in arg or REPLICATION_PASSWORD in arg]
+    assert leaked == []
+    sent = "".join(c["sql"] for run in runs for c in run.calls)
+    assert REPLICATION_PASSWORD in sent, "the replication password reached the server, through stdin"
+    assert ROOT_PASSWORD in (pod.run / "client.cnf").read_text()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from mysql_operator.api import MySQLClusterSpec
-from mysql_operator.engines import ENGINES
+from mysql_operator.api.v1 import MySQLClusterSpec
+from mysql_operator.database.engines import ENGINES
 
 ACCEPTED = {
     "mysql": ["8", "8.0", "8.0.23", "8.0.40", "8.0.100", "8.4", "8.4.3", "8.4-oracle", "9", "9.1.0", "10.2"],

@@ -11,8 +11,8 @@ from operator_fakes import FakeKube, cluster
 from prometheus_client import CollectorRegistry
 from runtime_fakes import PATIENCE
 
-from mysql_operator.events import EventRecorder
-from mysql_operator.kinds import Event
+from mysql_operator.controller.events import EventRecorder
+from mysql_operator.controller.kinds import Event
 from mysql_operator.runtime.clock import FakeClock
 
 OBJ = {**cluster(), "metadata": {"name": "db", "namespace": "ns", "uid": "u1"}}

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 from operator_fakes import START, Clock, FakeKube, RecordingEvents, cluster, database_pod
 
-from mysql_operator import finalizer, resources
-from mysql_operator.api import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
-from mysql_operator.kinds import Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
-from mysql_operator.reconciler import MySQLClusterReconciler
+from mysql_operator.api.v1 import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
+from mysql_operator.controller import finalizer
+from mysql_operator.controller.children import backups, resources
+from mysql_operator.controller.kinds import Event, Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
+from mysql_operator.controller.reconciler import MySQLClusterReconciler
+from mysql_operator.controller.status import condition
 from mysql_operator.runtime.types import Key, Result
-from mysql_operator.status import condition
 
 KEY = Key("ns/db")
 POLL = Result(requeue_after=finalizer.POLL_SECONDS)
@@ -424,7 +425,7 @@ def test_leftover_job_of_an_earlier_cluster_is_replaced(
         "name": "db-final-backup",
         "namespace": "ns",
         "labels": resources.pod_labels("db", "final-backup"),
-        "annotations": {resources.CLUSTER_UID_ANNOTATION: "old"},
+        "annotations": {backups.CLUSTER_UID_ANNOTATION: "old"},
     }
     kube.put(Job, {"metadata": meta, "spec": {}, "status": {"succeeded": 1}})
     deleted(kube, reconciler)
@@ -497,3 +498,76 @@ def test_the_failed_job_delete_names_its_uid_and_spares_a_namesake(
     survivor = kube.peek(Job, "ns", "db-final-backup")
     assert survivor is not None and survivor["metadata"]["uid"] != counted["metadata"]["uid"]
     assert record(kube)["attempts"] == 1
+
+
+def put_event(
+    kube: FakeKube, kind: str, name: str, reason: str, message: str, type_: str = "Warning"
+) -> None:
+    kube.put(
+        Event,
+        {
+            "metadata": {"name": f"{name}.{reason}", "namespace": "ns"},
+            "involvedObject": {"kind": kind, "name": name, "namespace": "ns"},
+            "reason": reason,
+            "type": type_,
+            "message": message,
+        },
+    )
+
+
+def test_a_job_whose_pod_admission_refuses_says_why_at_once(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    deleted(kube, reconciler)
+    job_started(kube, reconciler)
+    refusal = (
+        'Error creating: pods "db-final-backup-x" is forbidden: violates PodSecurity "restricted:latest"'
+    )
+    put_event(kube, "Job", "db-final-backup", "FailedCreate", refusal)
+    assert reconciler.reconcile(KEY) == POLL
+    degraded = condition(live(kube)["status"], "Degraded")
+    assert degraded["reason"] == "FinalBackupBlocked" and "violates PodSecurity" in degraded["message"]
+    assert record(kube)["phase"] == "Running" and "cannot create its pod" in record(kube)["message"]
+
+
+def test_a_job_pod_that_cannot_be_scheduled_names_the_unbound_volume_and_why(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    deleted(kube, reconciler)
+    job_started(kube, reconciler)
+    pending = {"phase": "Pending"}
+    kube.set_status(PersistentVolumeClaim, "ns", "db-backup", pending)
+    put_event(
+        kube, "PersistentVolumeClaim", "db-backup", "ProvisioningFailed", 'storageclass "gone" not found'
+    )
+    unscheduled = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+    }
+    kube.put(
+        Pod,
+        {
+            "metadata": {
+                "name": "db-final-backup-x",
+                "namespace": "ns",
+                "labels": {"job-name": "db-final-backup"},
+            },
+            "status": {"phase": "Pending", "conditions": [unscheduled]},
+        },
+    )
+    reconciler.reconcile(KEY)
+    message = condition(live(kube)["status"], "Degraded")["message"]
+    assert "cannot be scheduled: 0/1 nodes are available" in message
+    assert "PersistentVolumeClaim db-backup" in message and 'storageclass "gone" not found' in message
+
+
+def test_a_running_job_with_nothing_against_it_is_just_running(
+    reconciler: MySQLClusterReconciler, kube: FakeKube
+) -> None:
+    deleted(kube, reconciler)
+    job_started(kube, reconciler)
+    put_event(kube, "Job", "db-final-backup", "SuccessfulCreate", "Created pod: db-final-backup-x", "Normal")
+    reconciler.reconcile(KEY)
+    assert condition(live(kube)["status"], "Degraded")["status"] == "False"

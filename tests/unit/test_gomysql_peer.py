@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peer_specs import BUILDERS, SPECS, cluster
+from peer_specs import BUILDERS, SPECS, cluster, reference
 
-from mysql_operator import resources
-from mysql_operator.quantity import parse_quantity
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.quantity import parse_quantity
 
 PEER = Path(__file__).resolve().parents[2] / "benchmarks" / "peers" / "gomysql"
 _spec = importlib.util.spec_from_file_location("genscripts", PEER / "genscripts.py")
@@ -43,6 +43,12 @@ def pruned(obj: Any) -> Any:
     if isinstance(obj, list):
         return [pruned(v) for v in obj]
     return obj
+
+
+def test_the_kopf_peers_scripts_are_what_genscripts_writes_from_the_reference() -> None:
+    assert genscripts.KOPF_OUTPUT.read_text() == genscripts.render_json(), (
+        "kopfmysql/scripts.json is stale: run .venv/bin/python benchmarks/peers/gomysql/genscripts.py"
+    )
 
 
 def test_scripts_go_is_what_genscripts_writes_from_the_reference() -> None:
@@ -82,7 +88,7 @@ def test_go_peer_builds_the_reference_children(printed: dict[str, Any], builder:
     # Go writes a zero status for a StatefulSet; the apiserver drops any status in a create or an apply
     # of the object itself (status is its subresource's).
     ours.pop("status", None)
-    assert pruned(ours) == pruned(getattr(resources, builder)(cluster(SPECS[spec])))
+    assert pruned(ours) == pruned(reference(builder)(cluster(SPECS[spec])))
 
 
 @pytest.mark.parametrize("spec", ["minimal", "mariadb"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_operator import images
-from mysql_operator.images import Images
+from mysql_operator.database import images
+from mysql_operator.database.images import Images
 
 
 def test_images_come_from_the_environment_unless_flags_say_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:

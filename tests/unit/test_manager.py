@@ -87,7 +87,7 @@ def test_manager_reconciles_listed_and_watched_objects(
 ) -> None:
     server.put_configmap("ns", "listed")
     reconciler = Recording()
-    manager = manager_for(server, managers, reconciler, namespace="ns")
+    manager = manager_for(server, managers, reconciler, namespaces=("ns",))
     manager.start()
     assert manager.is_leader, "without leader election a running manager reconciles"
     assert manager.informer(pykube.ConfigMap).has_synced()
@@ -96,11 +96,35 @@ def test_manager_reconciles_listed_and_watched_objects(
     assert manager.errors == []
 
 
+def test_a_manager_of_several_namespaces_lists_and_watches_each_and_nothing_else(
+    server: FakeApiServer, managers: list[Manager]
+) -> None:
+    """What a Role in each namespace allows: no request ever spans the cluster."""
+    for namespace in ("team-a", "team-b", "elsewhere"):
+        server.put_configmap(namespace, "listed")
+    reconciler = Recording()
+    manager = manager_for(server, managers, reconciler, namespaces=("team-a", "team-b"))
+    manager.start()
+    server.put_configmap("team-b", "watched")
+    server.put_configmap("elsewhere", "watched")
+    wanted = {"team-a/listed", "team-b/listed", "team-b/watched"}
+    wait_for(lambda: wanted <= set(reconciler.keys), what="the reconciles of both namespaces")
+    informer = manager.informer(pykube.ConfigMap)
+    assert informer.get(Key("team-b/watched")) is not None
+    assert informer.get(Key("elsewhere/listed")) is None
+    assert not [k for k in reconciler.keys if k.startswith("elsewhere/")]
+    paths = [path.partition("?")[0] for verb, path in server.requests if "configmaps" in path]
+    assert paths and all(
+        p.startswith(("/api/v1/namespaces/team-a/", "/api/v1/namespaces/team-b/")) for p in paths
+    )
+    assert {p.split("/")[4] for p in paths} == {"team-a", "team-b"}
+
+
 def test_two_managers_in_one_process_keep_metrics_apart(
     server: FakeApiServer, managers: list[Manager]
 ) -> None:
-    first = manager_for(server, managers, Recording(), namespace="one")
-    second = manager_for(server, managers, Recording(), namespace="two", metrics_port=0, health_port=0)
+    first = manager_for(server, managers, Recording(), namespaces=("one",))
+    second = manager_for(server, managers, Recording(), namespaces=("two",), metrics_port=0, health_port=0)
     first.start()
     second.start()
     assert first.registry is not second.registry
@@ -128,7 +152,7 @@ def test_metrics_carry_controller_runtime_names_and_no_created_series(
     server: FakeApiServer, managers: list[Manager]
 ) -> None:
     server.put_configmap("ns", "cm")
-    manager = manager_for(server, managers, Recording(), namespace="ns")
+    manager = manager_for(server, managers, Recording(), namespaces=("ns",))
     manager.start()
     success = {"controller": "configmaps", "result": "success"}
     wait_for(lambda: manager.registry.get_sample_value("controller_runtime_reconcile_total", success))
@@ -502,7 +526,7 @@ def test_a_stop_is_not_a_lost_lease(server: FakeApiServer, managers: list[Manage
 
 
 def test_sustained_denial_fails_healthz(server: FakeApiServer, managers: list[Manager]) -> None:
-    manager = manager_for(server, managers, Recording(), namespace="ns", denied_grace=0.0)
+    manager = manager_for(server, managers, Recording(), namespaces=("ns",), denied_grace=0.0)
     manager.start()
     assert scrape(manager.health_address, "/healthz").status_code == 200
     informer = manager.informer(pykube.ConfigMap)

@@ -12,17 +12,17 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field
 
-from mysql_operator import manifests, rbac
-from mysql_operator.api import MySQLClusterModel
+from mysql_operator.api.v1 import MySQLClusterModel
+from mysql_operator.manifests import generate, rbac
+from mysql_operator.manifests.schema import SchemaError, structural_schema, walk
 from mysql_operator.runtime.manager import ManagerOptions
-from mysql_operator.schema import SchemaError, structural_schema, walk
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    (hub,) = [v for v in manifests.crd()["spec"]["versions"] if v["storage"]]
+    (hub,) = [v for v in generate.crd()["spec"]["versions"] if v["storage"]]
     return hub["schema"]["openAPIV3Schema"]
 
 
@@ -103,7 +103,7 @@ def test_metadata_restricts_only_the_name(schema: dict[str, Any]) -> None:
 
 
 def test_crd_has_status_subresource_short_name_and_printer_columns() -> None:
-    crd = manifests.crd()
+    crd = generate.crd()
     assert crd["metadata"]["name"] == "mysqlclusters.db.example.com"
     assert crd["spec"]["scope"] == "Namespaced"
     assert crd["spec"]["names"]["shortNames"] == ["mysql"]
@@ -125,7 +125,7 @@ def served(crd: dict[str, Any]) -> set[str]:
 
 def test_the_deployable_crd_serves_only_versions_stored_without_conversion() -> None:
     """Strategy None relabels: a served version of another shape than the stored one loses fields."""
-    crd = manifests.crd()
+    crd = generate.crd()
     assert crd["spec"]["conversion"] == {"strategy": "None"}
     (hub,) = [v for v in crd["spec"]["versions"] if v["storage"]]
     same_shape = {v["name"] for v in crd["spec"]["versions"] if v["schema"] == hub["schema"]}
@@ -134,14 +134,14 @@ def test_the_deployable_crd_serves_only_versions_stored_without_conversion() -> 
 
 
 def test_v1alpha1_is_served_only_where_the_conversion_webhook_is_set() -> None:
-    generated = manifests.outputs()
-    patch = yaml.safe_load(generated[manifests.CONVERSION_PATCH_PATH])
+    generated = generate.outputs()
+    patch = yaml.safe_load(generated[generate.CONVERSION_PATCH_PATH])
     assert patch["spec"]["conversion"]["strategy"] == "Webhook"
     # A merge patch replaces the list whole: it must carry every version, schemas included.
-    assert patch["spec"]["versions"] == manifests.crd(serve_all=True)["spec"]["versions"]
+    assert patch["spec"]["versions"] == generate.crd(serve_all=True)["spec"]["versions"]
     assert served(patch) == {"v1alpha1", "v1beta1", "v1"}
-    testing = yaml.safe_load(generated[manifests.TESTING_CRD_PATH])
-    assert testing == manifests.crd(serve_all=True)
+    testing = yaml.safe_load(generated[generate.TESTING_CRD_PATH])
+    assert testing == generate.crd(serve_all=True)
     assert served(testing) == {"v1alpha1", "v1beta1", "v1"}
 
 
@@ -172,7 +172,48 @@ def test_cluster_role_is_the_permission_table() -> None:
     assert rbac.allowed("batch", "jobs", "delete") and not rbac.allowed("", "pods", "create")
     assert rbac.allowed("", "pods", "list"), "the final backup waits for database pods to be gone"
     assert rbac.allowed("", "pods", "delete"), "database pods outstaying their grace are deleted"
-    assert not rbac.allowed("", "pods", "patch") and not rbac.allowed("", "pods/eviction", "create")
+    assert rbac.allowed("", "pods", "patch"), "the role label moves the primary Service"
+    assert rbac.allowed("", "pods/exec", "create"), "failover reads GTIDs and fences through exec"
+    assert not rbac.allowed("", "pods/eviction", "create") and not rbac.allowed("", "pods", "update")
+
+
+def test_the_operator_holds_no_crd_right_and_the_migration_holds_only_its_own() -> None:
+    operator_rules = str(rbac.cluster_role()["rules"])
+    assert "customresourcedefinitions" not in operator_rules
+    account, role, binding, job = rbac.storage_migration_docs()
+    assert (account["kind"], role["kind"], binding["kind"], job["kind"]) == (
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Job",
+    )
+    crd_rules = [r for r in role["rules"] if r["apiGroups"] == ["apiextensions.k8s.io"]]
+    assert {tuple(r["resources"]) for r in crd_rules} == {
+        ("customresourcedefinitions",),
+        ("customresourcedefinitions/status",),
+    }
+    assert all(r["resourceNames"] == ["mysqlclusters.db.example.com"] for r in crd_rules)
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "mysql-operator-system"}
+    ]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert pod["containers"][0]["args"][0] == "migrate-storage"
+
+
+def test_the_namespaced_mode_grants_no_namespaced_right_cluster_wide() -> None:
+    role, role_binding = rbac.namespaced_role_docs()
+    cluster_reads, cluster_binding = rbac.cluster_reads_docs()
+    assert (role["kind"], role_binding["kind"]) == ("Role", "RoleBinding")
+    assert "namespace" not in role["metadata"] and "namespace" not in role_binding["metadata"]
+    namespaced = {r["resources"][0] for r in role["rules"]}
+    assert {"secrets", "statefulsets", "jobs", "pods"} <= namespaced
+    assert {r["resources"][0] for r in cluster_reads["rules"]} == {"persistentvolumes", "storageclasses"}
+    assert all(set(r["verbs"]) <= {"get", "list"} for r in cluster_reads["rules"])
+    assert cluster_binding["roleRef"]["name"] == cluster_reads["metadata"]["name"]
+    # Together they are exactly the cluster-wide role, split by scope.
+    both = sorted(map(str, role["rules"] + cluster_reads["rules"]))
+    assert both == sorted(map(str, rbac.cluster_role()["rules"]))
 
 
 def test_lease_rights_are_a_namespaced_role_limited_to_our_lease() -> None:
@@ -213,8 +254,8 @@ def test_committed_manifests_match_the_code() -> None:
 
 
 def test_drift_fails_the_check_with_a_diff(tmp_path: Path) -> None:
-    manifests.write(tmp_path)
-    crd = tmp_path / manifests.CRD_PATH
+    generate.write(tmp_path)
+    crd = tmp_path / generate.CRD_PATH
     crd.write_text(crd.read_text().replace("maximum: 9", "maximum: 10"))
     result = run_check(tmp_path)
     assert result.returncode == 1

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from envtest import eventually
-from mysql_operator import replication
-from mysql_operator.engines import MYSQL
+from mysql_operator.database import replication
+from mysql_operator.database.engines import MYSQL
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 _spec = importlib.util.spec_from_file_location("standins", KIT / "standins.py")
@@ -42,10 +42,10 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     links = tmp_path_factory.mktemp("standin-bin")
     for name in ("mysqld", "mysqladmin", "mysql"):  # the image's symlinks: argv[0] picks the tool
         (links / name).symlink_to(binary)
-    # The sidecar idles with `sleep 3600` (primary) or its recheck pause (replica): that call ends it
-    # (TERM to the script, whose trap exits 0).
+    # The sidecar's pause after its first look at its role ends it (TERM to the script, whose trap
+    # exits 0): one look is one pass of its work.
     sleep = links / "sleep"
-    real, idle = shutil.which("sleep"), f"3600|{replication.RECHECK_SECONDS}"
+    real, idle = shutil.which("sleep"), str(replication.RECHECK_SECONDS)
     sleep.write_text(f'#!/bin/sh\ncase "$1" in {idle}) kill -TERM "$PPID" ;; *) exec {real} "$1" ;; esac\n')
     sleep.chmod(0o755)
     entrypoint = links / replication.ENTRYPOINT  # as the stand-in image has it
@@ -84,27 +84,46 @@ class Pod:
             "MYSQL_INITDB_DIR": str(self.root / "initdb"),
             "MYSQL_TCP_PORT": str(self.port),
             "MYSQL_ROOT_PASSWORD": "secret",
+            "SERVER_VERSION": "8.0",
+            "CLUSTER_NAME": "sample",
+            "CLUSTER_UID": "uid-1",
+            "UPGRADE_FROM": "",
             **extra,
         }
 
+    def dirs(self) -> dict[str, str]:
+        return {d: str(self.root / d) for d in ("data", "conf", "initdb", "run", "podinfo", "tls")}
+
+    def label(self, role: str) -> None:
+        """The downward API's labels file, as the kubelet writes it from the operator's label."""
+        (self.root / "podinfo").mkdir(parents=True, exist_ok=True)
+        (self.root / "podinfo" / "labels").write_text(f'{replication.ROLE_LABEL}="{role}"\n')
+
     def configure(self) -> None:
         """The operator's init container, with its paths mapped into this pod's directories."""
-        for d in ("data", "conf", "initdb"):
-            (self.root / d).mkdir(parents=True, exist_ok=True)
+        d = self.dirs()
+        for path in d.values():
+            Path(path).mkdir(parents=True, exist_ok=True)
+        for name in ("ca.crt", "tls.crt", "tls.key"):
+            (self.root / "tls" / name).write_text(name)
         script = replication.configure_script(
             MYSQL,
-            str(self.root / "data"),
-            conf_dir=str(self.root / "conf"),
-            initdb_dir=str(self.root / "initdb"),
+            d["data"],
+            conf_dir=d["conf"],
+            initdb_dir=d["initdb"],
+            run_dir=d["run"],
+            tls_source_dir=d["tls"],
+            termination_log=str(self.root / "termination-log"),
         )
         subprocess.run(["sh", "-c", script], env=self.env(), check=True)
 
     def sidecar(self, primary_port: int) -> str:
-        """The operator's replication sidecar until it idles; its output. The primary is at
+        """The operator's replication sidecar for one look at its role; its output. The primary is at
         127.0.0.1:`primary_port` on this host (pods all listen on 3306, processes cannot)."""
-        script = replication.replication_script(MYSQL, conf_dir=str(self.root / "conf")).replace(
-            "SOURCE_PORT=3306", f"SOURCE_PORT={primary_port}"
-        )
+        d = self.dirs()
+        script = replication.replication_script(
+            MYSQL, conf_dir=d["conf"], run_dir=d["run"], podinfo_dir=d["podinfo"]
+        ).replace("SOURCE_PORT=3306", f"SOURCE_PORT={primary_port}")
         env = self.env(
             PRIMARY_HOST="127.0.0.1", REPLICATION_USER=replication.REPLICATION_USER, REPLICATION_PASSWORD="r"
         )
@@ -114,20 +133,18 @@ class Pod:
 
     def probe(self) -> None:
         """The operator's readiness probe passes."""
-        done = subprocess.run(
-            ["sh", "-c", replication.probe_script(MYSQL)], env=self.env(), capture_output=True
-        )
-        assert done.returncode == 0, (done.stdout, done.stderr, self.log)
+        assert self.probed() == 0, self.log
+
+    def probed(self) -> int:
+        d = self.dirs()
+        script = replication.probe_script(MYSQL, run_dir=d["run"], podinfo_dir=d["podinfo"])
+        return subprocess.run(["sh", "-c", script], env=self.env(), capture_output=True).returncode
 
     def start(self) -> None:
         """The server container's command, handing over to the image's entrypoint as in the image."""
-        command = [
-            "sh",
-            "-c",
-            replication.start_script(MYSQL, str(self.root / "data"), conf_dir=str(self.root / "conf")),
-            "sh",
-            MYSQL.server,
-        ]
+        d = self.dirs()
+        start = replication.start_script(MYSQL, d["data"], conf_dir=d["conf"], podinfo_dir=d["podinfo"])
+        command = ["sh", "-c", start, "sh", MYSQL.server]
         log = open(self.root / "mysqld.log", "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(command, env=self.env(), stdout=log, stderr=log)
         log.close()
@@ -176,23 +193,27 @@ def test_replica_is_configured_by_the_operators_scripts_and_reaches_its_primary(
     pods: list[Pod], tmp_path: Path, bin_dir: Path
 ) -> None:
     primary, replica = (new_pod(pods, tmp_path, bin_dir, i) for i in (0, 1))
+    primary.label("primary")
     primary.configure()
     assert [p.name for p in (primary.root / "initdb").iterdir()] == ["zz-initialised.sh"]
-    assert not list((primary.root / "conf").glob("replica.cnf*")), "pod 0 is the primary: never read-only"
     primary.start()
     eventually(primary.alive, timeout=10)
     assert (primary.root / "data" / replication.INITIALISED_MARKER).exists(), primary.log
     assert primary.mysql("SELECT @@server_id").strip() == "100"
-    assert primary.mysql("SELECT @@read_only").strip() == "OFF"
+    assert primary.mysql("SELECT @@read_only").strip() == "1", "every server starts read-only"
+    assert primary.probed() != 0, "labelled primary but read-only: not ready"
     assert replica_status(primary) == {}
-    assert "account repl ready" in primary.sidecar(primary.port)
+    said = primary.sidecar(primary.port)
+    assert "writable: this pod is labelled primary" in said and "account repl ready" in said
+    assert primary.mysql("SELECT @@read_only").strip() == "0"
     primary.probe()
 
+    replica.label("replica")
     replica.configure()
     replica.start()
     eventually(replica.alive, timeout=10)
     assert replica.mysql("SELECT @@server_id").strip() == "101"
-    assert replica.mysql("SELECT @@super_read_only").strip() == "ON", "replica.cnf, from the init's end on"
+    assert replica.mysql("SELECT @@super_read_only").strip() == "1", "readonly.cnf, from the init's end on"
     assert replica_status(replica) == {}, "replication is the sidecar's to set up"
     assert "replicating from 127.0.0.1" in replica.sidecar(primary.port)
 
@@ -216,7 +237,7 @@ def test_replica_is_configured_by_the_operators_scripts_and_reaches_its_primary(
     eventually(replica.alive, timeout=10)
     eventually(io_running, timeout=10)
     assert replica.log.count("running ") == 1, replica.log
-    assert replica.mysql("SELECT @@read_only").strip() == "ON"
+    assert replica.mysql("SELECT @@read_only").strip() == "1"
     assert "already configured" in replica.sidecar(primary.port)
     replica.probe()
 
@@ -228,7 +249,7 @@ def test_replica_is_configured_by_the_operators_scripts_and_reaches_its_primary(
 
     eventually(connecting, timeout=10)
     assert "cannot reach the source" in replica.log
-    assert subprocess.run(["sh", "-c", replication.probe_script(MYSQL)], env=replica.env()).returncode != 0
+    assert replica.probed() != 0
 
 
 def test_the_server_answers_over_tcp_only_after_its_init_phase(
@@ -245,7 +266,7 @@ def test_the_server_answers_over_tcp_only_after_its_init_phase(
     pod.start()
     eventually(pod.alive, timeout=10)
     assert "tcp answered" not in pod.log and "initializing" in pod.log, pod.log
-    assert pod.mysql("SELECT @@early").strip() == "ON"
+    assert pod.mysql("SELECT @@early").strip() == "1", "a switch reads as 1, as on the real server"
 
 
 def test_a_failing_init_script_stops_mysqld_as_the_entrypoint_does(

@@ -6,7 +6,9 @@ import base64
 import json
 from typing import Any
 
-from mysql_operator.webhooks import default, validate
+import pytest
+
+from mysql_operator.webhooks.admission import default, validate
 
 
 class Classes:
@@ -49,14 +51,29 @@ def test_a_failed_look_up_denies_rather_than_guesses() -> None:
     assert validate(request(**spec), Classes(set(), broken=True))["allowed"] is False
 
 
+def patch_of(verdict: dict[str, Any]) -> list[dict[str, Any]]:
+    return json.loads(base64.b64decode(verdict["patch"])) if "patch" in verdict else []
+
+
 def test_defaulting_pins_the_default_class_at_create_only() -> None:
-    verdict = default(request(), Classes(set(), default="standard"))
-    patch = json.loads(base64.b64decode(verdict["patch"]))
-    assert patch == [{"op": "add", "path": "/spec/storage/storageClassName", "value": "standard"}]
-    assert "patch" not in default(request("UPDATE"), Classes(set(), default="standard"))
-    assert "patch" not in default(request(), Classes(set(), default=None))
-    explicit = request(storage={"size": "1Gi", "storageClassName": "fast"})
-    assert "patch" not in default(explicit, Classes(set(), default="standard"))
+    pinned = {"version": "8.4"}
+    verdict = default(request(**pinned), Classes(set(), default="standard"))
+    assert patch_of(verdict) == [{"op": "add", "path": "/spec/storage/storageClassName", "value": "standard"}]
+    assert patch_of(default(request("UPDATE"), Classes(set(), default="standard"))) == []
+    assert patch_of(default(request(**pinned), Classes(set(), default=None))) == []
+    explicit = request(storage={"size": "1Gi", "storageClassName": "fast"}, **pinned)
+    assert patch_of(default(explicit, Classes(set(), default="standard"))) == []
+
+
+@pytest.mark.parametrize(("engine", "version"), [(None, "8.4"), ("mysql", "8.4"), ("mariadb", "10.11")])
+def test_defaulting_pins_the_engines_default_version_at_create(engine: str | None, version: str) -> None:
+    """Unset, a later operator's default would apply when the cluster is re-created over its data."""
+    spec = {"engine": engine} if engine else {}
+    verdict = default(request(storage={"size": "1Gi", "storageClassName": "x"}, **spec), None)
+    assert patch_of(verdict) == [{"op": "add", "path": "/spec/version", "value": version}]
+    asked = request(storage={"size": "1Gi", "storageClassName": "x"}, version="8.0", **spec)
+    assert patch_of(default(asked, None)) == []
+    assert patch_of(default(request("UPDATE", storage={"size": "1Gi"}), None)) == []
 
 
 def test_the_previous_releases_admission_paths_are_still_answered(tmp_path: Any) -> None:
@@ -64,7 +81,7 @@ def test_the_previous_releases_admission_paths_are_still_answered(tmp_path: Any)
     import requests
 
     from envtest.webhooks import serving_certs
-    from mysql_operator.webhooks import V1BETA1_MUTATE_PATH, V1BETA1_VALIDATE_PATH, server
+    from mysql_operator.webhooks.server import V1BETA1_MUTATE_PATH, V1BETA1_VALIDATE_PATH, server
 
     certs = serving_certs(tmp_path)
     hooks = server(certs).start()

@@ -7,8 +7,8 @@ from typing import Any
 
 from operator_fakes import _apiserver_defaults, cluster
 
-from mysql_operator import resources
-from mysql_operator.projection import applies, drifted, matches, project
+from mysql_operator.controller.children import backups, resources
+from mysql_operator.controller.children.projection import applies, drifted, matches, project
 
 
 def live_cluster(**spec: Any) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def test_lists_of_named_items_match_by_name_and_others_by_position() -> None:
 def test_secret_and_create_only_kinds_are_never_applied() -> None:
     secret = resources.credentials_secret(live_cluster())
     assert not drifted("Secret", secret, {"metadata": {}, "data": {"other": "x"}})
-    pvc = resources.backup_pvc(live_cluster())
+    pvc = backups.backup_pvc(live_cluster())
     assert not drifted("PersistentVolumeClaim", pvc, {"metadata": {}, "spec": {}})
     assert [k for k in ("Secret", "PersistentVolumeClaim", "Job") if applies(k)] == []
     assert all(applies(k) for k in ("StatefulSet", "Service", "CronJob"))

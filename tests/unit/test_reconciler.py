@@ -6,9 +6,10 @@ import pytest
 from operator_fakes import FakeKube, RecordingEvents, cluster, rollout_completed
 from pykube.exceptions import HTTPError
 
-from mysql_operator import resources
-from mysql_operator.api import FINALIZER, RETAINED_ANNOTATION
-from mysql_operator.kinds import (
+from mysql_operator.api.v1 import FINALIZER, RETAINED_ANNOTATION
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.ssa import with_config_hash
+from mysql_operator.controller.kinds import (
     CronJob,
     MySQLCluster,
     PersistentVolumeClaim,
@@ -16,10 +17,9 @@ from mysql_operator.kinds import (
     Service,
     StatefulSet,
 )
-from mysql_operator.reconciler import BLOCKED_RETRY_SECONDS, MySQLClusterReconciler
+from mysql_operator.controller.reconciler import BLOCKED_RETRY_SECONDS, MySQLClusterReconciler
+from mysql_operator.controller.status import condition
 from mysql_operator.runtime.types import Key, Result
-from mysql_operator.ssa import with_config_hash
-from mysql_operator.status import condition
 
 KEY = Key("ns/db")
 
@@ -196,12 +196,13 @@ def test_recreated_cluster_reuses_the_retained_secret(
     kube.delete(MySQLCluster, "ns", "db")
     reconciler.reconcile(KEY)  # finalizer off, the cluster is gone; the Secret stays
     assert kube.peek(MySQLCluster, "ns", "db") is None
-    assert sorted(kube.collect_garbage()) == ["db-headless", "db-mysql", "db-primary"]
+    assert sorted(kube.collect_garbage()) == ["db-headless", "db-mysql", "db-primary", "db-tls"]
     kube.put(MySQLCluster, cluster())  # same name, new uid
     kube.writes.clear()
     reconciler.reconcile(KEY)
     assert kube.peek(Secret, "ns", "db-credentials") == first, "reused as it was: not adopted, not rewritten"
-    assert [w for w in kube.writes if w[1] == "secrets"] == []
+    # The credentials are never written again; the replication TLS is the new cluster's own, made anew.
+    assert [w for w in kube.writes if w[1] == "secrets"] == [("create", "secrets", "db-tls")]
     assert live_cluster(kube)["status"]["phase"] == "Pending"
 
 

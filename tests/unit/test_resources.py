@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from operator_fakes import cluster
 
-from mysql_operator import replication, resources
-from mysql_operator.engines import MARIADB, MYSQL
+from mysql_operator.controller.children import backups, resources
+from mysql_operator.database import replication
+from mysql_operator.database.engines import MARIADB, MYSQL
 
 COMMON = {
     "app.kubernetes.io/name": "mysql",
@@ -27,9 +28,9 @@ OWNED = [
     resources.headless_service,
     resources.primary_service,
     resources.statefulset,
-    resources.backup_cronjob,
+    backups.backup_cronjob,
 ]
-UNOWNED = [resources.credentials_secret, resources.backup_pvc, resources.final_backup_job]
+UNOWNED = [resources.credentials_secret, backups.backup_pvc, backups.final_backup_job]
 
 
 def container(sts: dict[str, Any], name: str = "mysql") -> dict[str, Any]:
@@ -70,7 +71,8 @@ def test_child_names() -> None:
         "db-backup",
         "db-final-backup",
     )
-    assert names.primary_data_pvc == "data-db-mysql-0"
+    assert (names.first_pod, names.data_claim("db-mysql-2")) == ("db-mysql-0", "data-db-mysql-2")
+    assert names.tls_secret == "db-tls"
     assert names.primary_service == "db-primary"
     assert names.primary_host("ns") == "db-primary.ns.svc"
     assert names.pod_host(0, "ns") == "db-mysql-0.db-headless.ns.svc"
@@ -90,12 +92,11 @@ def test_the_replication_account_has_its_own_password() -> None:
 
 
 def test_statefulset_reads_the_root_password_from_the_secret() -> None:
-    password, primary = container(resources.statefulset(live()))["env"]
+    (password,) = container(resources.statefulset(live()))["env"]
     assert password == {
         "name": "MYSQL_ROOT_PASSWORD",
         "valueFrom": {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}},
     }
-    assert primary == {"name": "PRIMARY_HOST", "value": "db-mysql-0.db-headless.ns.svc"}
 
 
 def test_retained_secret_is_marked_and_labelled() -> None:
@@ -108,13 +109,13 @@ def test_retained_secret_is_marked_and_labelled() -> None:
     assert meta["labels"] == COMMON
 
 
-def test_primary_service_selects_pod_zero_only() -> None:
+def test_primary_service_selects_the_pod_labelled_primary_only() -> None:
     svc = resources.primary_service(live(replicas=3))
     assert svc["metadata"]["name"] == "db-primary"
     assert "clusterIP" not in svc["spec"], "a ClusterIP Service: one stable address for writes"
     assert svc["spec"]["selector"] == {
         **resources.pod_labels("db", "database"),
-        "statefulset.kubernetes.io/pod-name": "db-mysql-0",
+        "db.example.com/role": "primary",
     }
     assert svc["spec"]["ports"] == [{"name": "mysql", "port": 3306, "targetPort": 3306}]
 
@@ -129,13 +130,21 @@ def test_every_pod_is_configured_from_its_ordinal_before_the_server_starts(engin
     assert init["image"] == container(sts)["image"]
     assert init["command"] == ["sh", "-c", replication.configure_script(engine, "/var/lib/mysql")]
     mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
-    assert mounts == {
+    shared = {
         "/etc/mysql/conf.d": "conf",
         "/docker-entrypoint-initdb.d": "initdb",
         "/var/lib/mysql": "data",
+        "/run/mysql-operator": "run",
     }
+    assert mounts == {**shared, "/etc/mysql-operator/tls": "tls"}, "only configure reads the TLS Secret"
     server_mounts = {m["mountPath"]: m["name"] for m in container(sts)["volumeMounts"]}
-    assert server_mounts == mounts, "the server reads what the init container wrote, on the same datadir"
+    assert server_mounts == {**shared, "/etc/podinfo": "podinfo"}, "what configure wrote, and its role"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["run"]["emptyDir"]["medium"] == "Memory", "the clients' option file never on disk"
+    assert volumes["tls"]["secret"] == {"secretName": "db-tls", "defaultMode": 0o400}
+    assert volumes["podinfo"]["downwardAPI"]["items"] == [
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+    ]
     probe = container(sts)["readinessProbe"]["exec"]["command"]
     assert probe == ["sh", "-c", replication.probe_script(engine)]
     start = ["sh", "-c", replication.start_script(engine, "/var/lib/mysql"), "sh", engine.server]
@@ -153,18 +162,15 @@ def test_the_replication_sidecar_runs_the_engines_script_with_its_own_account(en
     secret = "db-credentials"
     assert sidecar["env"] == [
         {
-            "name": "MYSQL_ROOT_PASSWORD",
-            "valueFrom": {"secretKeyRef": {"name": secret, "key": "root-password"}},
-        },
-        {
             "name": "REPLICATION_PASSWORD",
             "valueFrom": {"secretKeyRef": {"name": secret, "key": "replication-password"}},
         },
         {"name": "REPLICATION_USER", "value": "repl"},
-        {"name": "PRIMARY_HOST", "value": "db-mysql-0.db-headless.ns.svc"},
+        {"name": "PRIMARY_HOST", "value": "db-primary.ns.svc"},
+        {"name": "SEMI_SYNC", "value": "off"},
     ]
-    # It talks to the server over TCP, never to its files; the conf volume carries the start's flag.
-    assert sidecar["volumeMounts"] == [{"name": "conf", "mountPath": replication.CONF_DIR}]
+    # Root logs in by the option file; the conf volume carries the start's flag, podinfo its role.
+    assert [m["name"] for m in sidecar["volumeMounts"]] == ["conf", "run", "podinfo"]
 
 
 def test_the_sidecar_keeps_a_guaranteed_pod_guaranteed() -> None:
@@ -226,8 +232,8 @@ def test_service_is_headless_and_selects_only_database_pods() -> None:
 
 def test_backup_pods_stay_out_of_the_statefulset_selector() -> None:
     selector = resources.statefulset(live())["spec"]["selector"]["matchLabels"]
-    cron = resources.backup_cronjob(live(backup={"enabled": True}))
-    job = resources.final_backup_job(live(backup={"enabled": True}))
+    cron = backups.backup_cronjob(live(backup={"enabled": True}))
+    job = backups.final_backup_job(live(backup={"enabled": True}))
     for pod_labels in (
         cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"],
         job["spec"]["template"]["metadata"]["labels"],
@@ -237,7 +243,7 @@ def test_backup_pods_stay_out_of_the_statefulset_selector() -> None:
 
 def test_cronjob_dumps_the_primary_into_the_backup_pvc_and_prunes() -> None:
     spec = live(backup={"enabled": True, "schedule": {"cron": "30 1 * * *"}, "retentionDays": 3})
-    cron = resources.backup_cronjob(spec)["spec"]
+    cron = backups.backup_cronjob(spec)["spec"]
     assert cron["schedule"] == "30 1 * * *" and cron["concurrencyPolicy"] == "Forbid"
     assert "timeZone" not in cron
     pod = cron["jobTemplate"]["spec"]["template"]["spec"]
@@ -245,18 +251,44 @@ def test_cronjob_dumps_the_primary_into_the_backup_pvc_and_prunes() -> None:
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
     assert env["MYSQL_HOST"] == "db-primary.ns.svc"
     assert env["RETENTION_DAYS"] == "3"
-    assert env["MYSQL_PWD"] == {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}}
+    # Not MYSQL_PWD: the script writes the client's option file from it (no password in argv).
+    assert env["DB_PASSWORD"] == {"secretKeyRef": {"name": "db-credentials", "key": "root-password"}}
     assert (env["DUMP"], c["image"]) == ("mysqldump", "mysql:8.4")
     script = c["command"][-1]
-    assert '"$DUMP" -h "$MYSQL_HOST"' in script and "-mtime" in script
-    assert pod["volumes"] == [{"name": "backup", "persistentVolumeClaim": {"claimName": "db-backup"}}]
+    assert '"$DUMP" --defaults-extra-file=' in script and "-mtime" in script
+    assert pod["volumes"] == [
+        {"name": "backup", "persistentVolumeClaim": {"claimName": "db-backup"}},
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+    ]
+
+
+@pytest.mark.parametrize("build", ["cronjob", "job"])
+def test_backup_pods_run_restricted_as_the_datadirs_owner(build: str) -> None:
+    """The `restricted` Pod Security Standard: a namespace that enforces it admits them."""
+    for recorded, owner in ((None, (999, 999)), ("105:107", (105, 107))):
+        cluster = live(backup={"enabled": True})
+        if recorded:
+            cluster["status"] = {"datadirOwner": recorded}
+        if build == "cronjob":
+            pod = backups.backup_cronjob(cluster)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        else:
+            pod = backups.final_backup_job(cluster)["spec"]["template"]["spec"]
+        context = pod["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"], context["fsGroup"]) == (*owner, owner[1])
+        assert context["runAsNonRoot"] and context["seccompProfile"] == {"type": "RuntimeDefault"}
+        (c,) = pod["containers"]
+        assert c["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        }
 
 
 def test_final_backup_archives_the_primary_volume_read_only() -> None:
-    job = resources.final_backup_job(live(backup={"enabled": True}))
+    job = backups.final_backup_job(live(backup={"enabled": True}))
     assert job["spec"]["backoffLimit"] == 0
     assert job["spec"]["ttlSecondsAfterFinished"] >= 3600, "kept after success: deletion is idempotent"
-    assert job["metadata"]["annotations"] == {resources.CLUSTER_UID_ANNOTATION: "uid-1"}
+    assert job["metadata"]["annotations"] == {backups.CLUSTER_UID_ANNOTATION: "uid-1"}
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
     volumes = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"]}
@@ -268,26 +300,26 @@ def test_final_backup_archives_the_primary_volume_read_only() -> None:
 
 
 def test_backup_pvc_holds_a_data_volume_sized_archive_and_the_retained_dumps() -> None:
-    pvc = resources.backup_pvc(live(storage={"size": "3Gi"}, backup={"enabled": True}))
-    # 3Gi * (1 + (7 days + 1) / 2): see resources.backup_size
-    assert pvc["spec"]["resources"]["requests"]["storage"] == f"{15 * 1024}Mi"
+    pvc = backups.backup_pvc(live(storage={"size": "3Gi"}, backup={"enabled": True}))
+    # 3Gi * (2 archives + (7 days + 1) / 2): see backups.backup_size
+    assert pvc["spec"]["resources"]["requests"]["storage"] == f"{18 * 1024}Mi"
 
 
 def test_storage_class_applies_to_data_and_backup_volumes() -> None:
     cluster = live(storage={"size": "3Gi", "storageClassName": "fast"}, backup={"enabled": True})
     (claim,) = resources.statefulset(cluster)["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["storageClassName"] == "fast"
-    assert resources.backup_pvc(cluster)["spec"]["storageClassName"] == "fast"
+    assert backups.backup_pvc(cluster)["spec"]["storageClassName"] == "fast"
 
 
 def test_cronjob_runs_in_the_schedules_time_zone() -> None:
     schedule = {"cron": "0 3 * * *", "timeZone": "Europe/Berlin"}
-    cron = resources.backup_cronjob(live(backup={"enabled": True, "schedule": schedule}))["spec"]
+    cron = backups.backup_cronjob(live(backup={"enabled": True, "schedule": schedule}))["spec"]
     assert (cron["schedule"], cron["timeZone"]) == ("0 3 * * *", "Europe/Berlin")
 
 
 def test_cronjob_dumps_with_the_engines_own_program() -> None:
-    cron = resources.backup_cronjob(live(engine="mariadb", backup={"enabled": True}))
+    cron = backups.backup_cronjob(live(engine="mariadb", backup={"enabled": True}))
     (c,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert (env["DUMP"], c["image"]) == ("mariadb-dump", "mariadb:10.11")

@@ -10,9 +10,11 @@ import pytest
 from operator_fakes import FakeKube, RecordingEvents, cluster, database_pod
 from pydantic import ValidationError
 
-from mysql_operator import conversion, resources
-from mysql_operator.api import parse_spec
-from mysql_operator.kinds import (
+from mysql_operator.api import conversion
+from mysql_operator.api.v1 import parse_spec
+from mysql_operator.controller.backupjob import data_node_affinity
+from mysql_operator.controller.children import backups, resources
+from mysql_operator.controller.kinds import (
     MySQLCluster,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -20,9 +22,14 @@ from mysql_operator.kinds import (
     Secret,
     StatefulSet,
 )
-from mysql_operator.reconciler import RESTORE_FAILED, RESTORE_SOURCE_MISSING, MySQLClusterReconciler
+from mysql_operator.controller.reconciler import (
+    RESTORE_FAILED,
+    RESTORE_SOURCE_MISSING,
+    MySQLClusterReconciler,
+)
+from mysql_operator.controller.status import DEGRADED, condition
+from mysql_operator.database import backup
 from mysql_operator.runtime.types import Key
-from mysql_operator.status import DEGRADED, condition
 
 KEY = Key("ns/db")
 RESTORE = {"fromCluster": "old"}
@@ -45,7 +52,7 @@ def test_a_restoring_cluster_unpacks_before_configure_from_the_source_backup_pvc
     spec = pod_spec(live(replicas=2, restore=RESTORE))
     assert [c["name"] for c in spec["initContainers"]] == ["restore", "configure"]
     restore = spec["initContainers"][0]
-    assert restore["command"] == ["sh", "-c", resources.RESTORE_SCRIPT]
+    assert restore["command"] == ["sh", "-c", backup.RESTORE_SCRIPT]
     assert {"name": "restore", "mountPath": "/restore", "readOnly": True} in restore["volumeMounts"]
     assert {"name": "data", "mountPath": "/var/lib/mysql"} in restore["volumeMounts"]
     volume = {"name": "restore", "persistentVolumeClaim": {"claimName": "old-backup", "readOnly": True}}
@@ -63,7 +70,7 @@ def test_a_cluster_without_restore_has_no_restore_container_or_volume() -> None:
 
 def test_an_interrupted_unpacking_is_started_again_not_taken_for_a_restore() -> None:
     # Runs of the script (pod 0 only, empty datadirs only, once): tests/unit/test_backup_scripts.py.
-    script = resources.RESTORE_SCRIPT
+    script = backup.RESTORE_SCRIPT
     # An interrupted unpacking is started again from scratch, not taken for a restored datadir.
     assert script.index('touch "$incomplete"') < script.index("tar -xf") < script.index('rm "$incomplete"')
 
@@ -88,26 +95,26 @@ def test_a_key_the_source_secret_lacks_is_generated() -> None:
     assert set(secret["stringData"]) == {"replication-password"}
 
 
-def test_backup_volume_holds_an_archive_and_the_retained_dumps() -> None:
-    # 2Gi * (1 + (7 + 1) / 2) = 10Gi; 1Gi * (1 + (1 + 1) / 2) = 2Gi
+def test_backup_volume_holds_the_archives_kept_and_the_retained_dumps() -> None:
+    # 2Gi * (2 + (7 + 1) / 2) = 12Gi; 1Gi * (2 + (1 + 1) / 2) = 3Gi
     seven = live(storage={"size": "2Gi"}, backup={"enabled": True})
     one = live(storage={"size": "1Gi"}, backup={"enabled": True, "retentionDays": 1})
-    assert resources.backup_pvc(seven)["spec"]["resources"]["requests"]["storage"] == f"{10 * 1024}Mi"
-    assert resources.backup_pvc(one)["spec"]["resources"]["requests"]["storage"] == f"{2 * 1024}Mi"
+    assert backups.backup_pvc(seven)["spec"]["resources"]["requests"]["storage"] == f"{12 * 1024}Mi"
+    assert backups.backup_pvc(one)["spec"]["resources"]["requests"]["storage"] == f"{3 * 1024}Mi"
 
 
 def test_final_backup_deadline_grows_with_the_data_volume() -> None:
-    small = resources.final_backup_job(live(storage={"size": "1Gi"}))["spec"]["activeDeadlineSeconds"]
-    large = resources.final_backup_job(live(storage={"size": "100Gi"}))["spec"]["activeDeadlineSeconds"]
-    floor, rate = resources.FINAL_BACKUP_DEADLINE_FLOOR_SECONDS, resources.FINAL_BACKUP_MIN_BYTES_PER_SECOND
+    small = backups.final_backup_job(live(storage={"size": "1Gi"}))["spec"]["activeDeadlineSeconds"]
+    large = backups.final_backup_job(live(storage={"size": "100Gi"}))["spec"]["activeDeadlineSeconds"]
+    floor, rate = backups.FINAL_BACKUP_DEADLINE_FLOOR_SECONDS, backups.FINAL_BACKUP_MIN_BYTES_PER_SECOND
     assert (floor, rate) == (600, 5 * 2**20)
     assert small == 600 + 205  # 1 GiB at 5 MiB/s: 204.8 s, rounded up
     assert large == 600 + 20480
 
 
 def test_archive_and_dump_stream_through_gzip_and_prune_their_own_partials_first() -> None:
-    archive, dump = resources.ARCHIVE_SCRIPT, resources.DUMP_SCRIPT
-    assert "set -o pipefail" in archive and "tar -cf - -C /var/lib/mysql . | gzip -1" in archive
+    archive, dump = backup.ARCHIVE_SCRIPT, backup.DUMP_SCRIPT
+    assert '{ tar -cf - -C /var/lib/mysql . || echo "$?" > "$failed"; } | gzip -1' in archive
     assert archive.index("-name '.final-*'") < archive.index("tar -cf")
     assert dump.index("-name '.dump-*'") < dump.index('"$DUMP"')
     # No pipefail in dash: the dump's own status is carried out of the pipeline in a file.
@@ -120,19 +127,21 @@ def test_final_backup_job_is_pinned_where_the_data_volume_is() -> None:
             {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}
         ]
     }
-    job = resources.final_backup_job(live(), required)
+    job = backups.final_backup_job(live(), required)
     affinity = job["spec"]["template"]["spec"]["affinity"]
     assert affinity == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
-    assert "affinity" not in resources.final_backup_job(live())["spec"]["template"]["spec"]
+    assert "affinity" not in backups.final_backup_job(live())["spec"]["template"]["spec"]
 
 
-def test_dump_pods_prefer_pod_0s_node_then_its_zone() -> None:
-    spec = resources.backup_cronjob(live(backup={"enabled": True}))["spec"]["jobTemplate"]["spec"]["template"]
+def test_dump_pods_prefer_the_primarys_node_then_its_zone() -> None:
+    spec = backups.backup_cronjob(live(backup={"enabled": True}))["spec"]["jobTemplate"]["spec"]["template"]
     terms = spec["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     keys = [(t["weight"], t["podAffinityTerm"]["topologyKey"]) for t in terms]
     assert keys == [(100, "kubernetes.io/hostname"), (50, "topology.kubernetes.io/zone")]
     selector = terms[0]["podAffinityTerm"]["labelSelector"]
-    assert selector == {"matchLabels": {"statefulset.kubernetes.io/pod-name": "db-mysql-0"}}
+    assert selector == {
+        "matchLabels": {**resources.pod_labels("db", "database"), "db.example.com/role": "primary"}
+    }
 
 
 def test_v1alpha1_keeps_restore_in_its_annotation_and_gives_it_back() -> None:
@@ -245,6 +254,27 @@ def test_restored_is_recorded_and_announced_once_pod_0_is_ready(
     assert [e[1] for e in events.events].count("Restored") == 1
 
 
+def test_a_restore_that_fell_back_to_an_older_archive_says_so_in_a_warning(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, events: RecordingEvents
+) -> None:
+    source_secret(kube)
+    source_backup(kube)
+    kube.put(MySQLCluster, cluster(restore=RESTORE))
+    reconciler.reconcile(KEY)
+    said = (
+        "restored final-20260101T000000Z-a.tar.gz from old-backup in 3 s, after skipping; "
+        "final-20260201T000000Z-b.tar.gz: its SHA-256 does not match"
+    )
+    init = [{"name": "restore", "state": {"terminated": {"exitCode": 0, "message": said}}}]
+    kube.put(Pod, database_pod(0, status={"initContainerStatuses": init}))
+    kube.set_status(StatefulSet, "ns", "db-mysql", {"readyReplicas": 1})
+    reconciler.reconcile(KEY)
+    (fell_back,) = [e for e in events.events if e[1] == "RestoreFellBack"]
+    assert fell_back[0] == "Warning" and "SHA-256 does not match" in fell_back[2]
+    (restored,) = [e for e in events.events if e[1] == "Restored"]
+    assert "final-20260101T000000Z-a.tar.gz" in restored[2]
+
+
 def test_the_final_backup_job_reads_the_node_affinity_of_pod_0s_data_volume(
     kube: FakeKube, reconciler: MySQLClusterReconciler
 ) -> None:
@@ -258,6 +288,6 @@ def test_the_final_backup_job_reads_the_node_affinity_of_pod_0s_data_volume(
     kube.put(
         PersistentVolume, {"metadata": {"name": "pv-1"}, "spec": {"nodeAffinity": {"required": required}}}
     )
-    assert reconciler.final_backup._data_node_affinity(live()) == required
+    assert data_node_affinity(reconciler.client, live()) == required
     kube.objects.pop(("persistentvolumes", None, "pv-1"))
-    assert reconciler.final_backup._data_node_affinity(live()) is None
+    assert data_node_affinity(reconciler.client, live()) is None

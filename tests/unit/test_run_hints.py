@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from envtest import binaries, pins
-from mysql_operator.images import MYSQL_ENV, Images
+from mysql_operator.database.images import MYSQL_ENV, Images
 
 ROOT = Path(__file__).resolve().parents[2]
 

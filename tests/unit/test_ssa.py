@@ -6,9 +6,9 @@ from typing import Any
 
 from operator_fakes import cluster
 
-from mysql_operator import resources
-from mysql_operator.immutable import mutable_part
-from mysql_operator.ssa import (
+from mysql_operator.controller.children import resources
+from mysql_operator.controller.children.immutable import mutable_part
+from mysql_operator.controller.children.ssa import (
     APPLIED_ANNOTATION,
     applied_hash,
     config_hash,

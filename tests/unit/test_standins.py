@@ -14,7 +14,7 @@ import pytest
 from envtest.binaries.nodeimage.host import Result
 from envtest.binaries.nodespec import NodeImageSpec
 from envtest.pins import PINNED
-from mysql_operator.images import BACKUP_ENV, MARIADB_ENV, MYSQL_ENV
+from mysql_operator.database.images import BACKUP_ENV, MARIADB_ENV, MYSQL_ENV
 
 KIT = Path(__file__).resolve().parents[1] / "kit"
 _spec = importlib.util.spec_from_file_location("standins", KIT / "standins.py")

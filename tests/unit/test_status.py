@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from mysql_operator.api import MySQLClusterStatus
-from mysql_operator.status import (
-    Problem,
+from mysql_operator.api.v1 import MySQLClusterStatus
+from mysql_operator.controller.children.problems import Problem
+from mysql_operator.controller.status import (
     compute_status,
     condition,
     status_equal,

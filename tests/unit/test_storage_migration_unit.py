@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mysql_operator import api
-from mysql_operator.storage_migration import (
+from mysql_operator.api import v1
+from mysql_operator.cli.storage_migration import (
     CRD_NAME,
     MigrationError,
     Outcome,
@@ -20,7 +20,7 @@ from mysql_operator.storage_migration import (
     storage_version_hash,
 )
 
-V1_HASH = storage_version_hash(api.GROUP, "v1", api.KIND)
+V1_HASH = storage_version_hash(v1.GROUP, "v1", v1.KIND)
 
 
 class Reply:
@@ -60,7 +60,7 @@ class FakeApiserver:
     def add(self, namespace: str, name: str, stored_at: str) -> None:
         self.revision += 1
         meta = {"name": name, "namespace": namespace, "resourceVersion": str(self.revision)}
-        self.objects[(namespace, name)] = (stored_at, {"apiVersion": api.API_VERSION, "metadata": meta})
+        self.objects[(namespace, name)] = (stored_at, {"apiVersion": v1.API_VERSION, "metadata": meta})
 
     def stored_at(self, namespace: str, name: str) -> str:
         return self.objects[(namespace, name)][0]
@@ -68,10 +68,10 @@ class FakeApiserver:
     def get(self, *, version: str, url: str, params: dict[str, Any] | None = None, **_: Any) -> Reply:
         if url == f"customresourcedefinitions/{CRD_NAME}":
             return Reply(200, self.crd)
-        if version == api.API_VERSION and url == "":
+        if version == v1.API_VERSION and url == "":
             hash_ = self.hashes.pop(0) if len(self.hashes) > 1 else self.hashes[0]
-            return Reply(200, {"resources": [{"name": api.PLURAL, "storageVersionHash": hash_}]})
-        if version == api.API_VERSION and url == api.PLURAL:
+            return Reply(200, {"resources": [{"name": v1.PLURAL, "storageVersionHash": hash_}]})
+        if version == v1.API_VERSION and url == v1.PLURAL:
             items = [
                 body for _, body in sorted(self.objects.values(), key=lambda o: o[1]["metadata"]["name"])
             ]
@@ -196,7 +196,7 @@ def test_refuses_to_start_while_the_crd_stores_another_version() -> None:
 def test_waits_until_discovery_says_the_apiserver_stores_v1() -> None:
     server = FakeApiserver(["v1beta1", "v1"])
     server.add("ns", "db", "v1beta1")
-    old = storage_version_hash(api.GROUP, "v1beta1", api.KIND)
+    old = storage_version_hash(v1.GROUP, "v1beta1", v1.KIND)
     server.hashes = [old, old, V1_HASH]
     clock = Clock()
 
@@ -207,7 +207,7 @@ def test_waits_until_discovery_says_the_apiserver_stores_v1() -> None:
 def test_gives_up_without_writing_when_the_apiserver_never_stores_v1() -> None:
     server = FakeApiserver(["v1beta1", "v1"])
     server.add("ns", "db", "v1beta1")
-    server.hashes = [storage_version_hash(api.GROUP, "v1beta1", api.KIND)]
+    server.hashes = [storage_version_hash(v1.GROUP, "v1beta1", v1.KIND)]
     with pytest.raises(MigrationError, match="does not store mysqlclusters at v1 after 5s"):
         run(server, timeout=5)
     assert server.stored_at("ns", "db") == "v1beta1"
@@ -240,7 +240,7 @@ current-context: x
 
 
 def test_the_command_names_a_missing_kubeconfig_and_exits_2(tmp_path: Any, capsys: Any) -> None:
-    from mysql_operator.__main__ import main
+    from mysql_operator.cli.main import main
 
     assert main(["migrate-storage", "--kubeconfig", str(tmp_path / "nope")]) == 2
     assert "nope: no such file" in capsys.readouterr().err
@@ -256,8 +256,8 @@ def test_the_command_names_a_missing_kubeconfig_and_exits_2(tmp_path: Any, capsy
 def test_the_command_exits_1_unless_every_object_was_restored(
     tmp_path: Any, monkeypatch: Any, outcome: Outcome, code: int
 ) -> None:
-    from mysql_operator import storage_migration
-    from mysql_operator.__main__ import main
+    from mysql_operator.cli import storage_migration
+    from mysql_operator.cli.main import main
 
     config = tmp_path / "kubeconfig"
     config.write_text(KUBECONFIG)
@@ -266,8 +266,8 @@ def test_the_command_exits_1_unless_every_object_was_restored(
 
 
 def test_the_command_exits_1_when_the_migration_cannot_start(tmp_path: Any, monkeypatch: Any) -> None:
-    from mysql_operator import storage_migration
-    from mysql_operator.__main__ import main
+    from mysql_operator.cli import storage_migration
+    from mysql_operator.cli.main import main
 
     def refuse(http: Any, **_: Any) -> Outcome:
         raise MigrationError("CRD stores ['v1beta1'], not v1")

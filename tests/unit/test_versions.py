@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_operator import images
-from mysql_operator.api import MySQLClusterSpec
-from mysql_operator.versions import (
+from mysql_operator.api.v1 import MySQLClusterSpec
+from mysql_operator.controller.versions import (
     ENGINE_IMMUTABLE,
     VERSION_DOWNGRADE,
     choose,
@@ -17,6 +16,7 @@ from mysql_operator.versions import (
     running_tag,
     started_tags,
 )
+from mysql_operator.database import images
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 package main
 
-// The children of one MySQLCluster, as operator/mysql_operator/resources.py builds them: the same
+// The children of one MySQLCluster, as operator/mysql_operator/controller/children/resources.py builds them: the same
 // names, labels, owner references and specs (the scale benchmark's conformance check compares each
 // live child with the reference's own builders). The scripts the pods run are the reference's own
 // texts, generated into scripts.go by genscripts.py.
@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/big"
-	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -45,6 +44,10 @@ const (
 	restoreDir      = "/restore"
 	confDir         = "/etc/mysql/conf.d"
 	initdbDir       = "/docker-entrypoint-initdb.d"
+	runDir          = "/run/mysql-operator"
+	podinfoDir      = "/etc/podinfo"
+	tlsSourceDir    = "/etc/mysql-operator/tls"
+	roleLabel       = group + "/role"
 	backupImage     = "busybox:1.36"
 	finalFloor      = 600     // seconds every final backup gets, whatever the size
 	finalRate       = 5 << 20 // bytes/s: the slowest archive rate planned for
@@ -75,6 +78,9 @@ type spec struct {
 	Restore *struct {
 		FromCluster string `json:"fromCluster"`
 	} `json:"restore,omitempty"`
+	Replication struct {
+		SemiSync bool `json:"semiSync"`
+	} `json:"replication"`
 }
 
 func (s *spec) defaults() {
@@ -103,6 +109,7 @@ func (o owner) statefulset() string    { return o.Name + "-mysql" }
 func (o owner) headless() string       { return o.Name + "-headless" }
 func (o owner) primary() string        { return o.Name + "-primary" }
 func (o owner) secret() string         { return o.Name + "-credentials" }
+func (o owner) tls() string            { return o.Name + "-tls" }
 func (o owner) backup() string         { return o.Name + "-backup" } // the PVC and the CronJob
 func (o owner) finalJob() string       { return o.Name + "-final-backup" }
 func (o owner) primaryPod() string     { return o.statefulset() + "-0" }
@@ -168,7 +175,7 @@ func headlessService(o owner) *corev1.Service {
 
 func primaryService(o owner) *corev1.Service {
 	selector := podLabels(o.Name, "database")
-	selector["statefulset.kubernetes.io/pod-name"] = o.primaryPod()
+	selector[roleLabel] = "primary"
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: o.meta(o.primary(), true),
 		Spec: corev1.ServiceSpec{Selector: selector, Ports: mysqlPorts()},
@@ -223,46 +230,68 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	generated := []corev1.VolumeMount{{Name: "conf", MountPath: confDir}, {Name: "initdb", MountPath: initdbDir}}
+	conf := corev1.VolumeMount{Name: "conf", MountPath: confDir}
+	initdb := corev1.VolumeMount{Name: "initdb", MountPath: initdbDir}
+	run := corev1.VolumeMount{Name: "run", MountPath: runDir}
+	podinfo := corev1.VolumeMount{Name: "podinfo", MountPath: podinfoDir, ReadOnly: true}
 	data := corev1.VolumeMount{Name: dataVolume, MountPath: dataDir}
 	rootPassword := passwordEnv(o, "MYSQL_ROOT_PASSWORD", passwordKey)
-	primaryHost := corev1.EnvVar{
-		Name: "PRIMARY_HOST", Value: fmt.Sprintf("%s-0.%s.%s.svc", o.statefulset(), o.headless(), o.Namespace),
+	semi := corev1.EnvVar{Name: "SEMI_SYNC", Value: "off"}
+	if o.Spec.Replication.SemiSync {
+		semi.Value = "on"
 	}
 	mysql := corev1.Container{
 		Name: "mysql", Image: o.image(),
 		Command:   []string{"sh", "-c", o.engine().start, "sh", o.engine().server},
 		Ports:     []corev1.ContainerPort{{Name: "mysql", ContainerPort: mysqlPort}},
-		Env:       []corev1.EnvVar{rootPassword, primaryHost},
+		Env:       []corev1.EnvVar{rootPassword},
 		Resources: res,
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", o.engine().probe}}},
-			InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 5,
+			InitialDelaySeconds: 5, PeriodSeconds: 5, TimeoutSeconds: 5,
 		},
-		VolumeMounts: append([]corev1.VolumeMount{data}, generated...),
+		VolumeMounts: []corev1.VolumeMount{data, conf, initdb, run, podinfo},
 	}
 	configure := corev1.Container{
 		Name: "configure", Image: o.image(), Command: []string{"sh", "-c", o.engine().configure},
-		VolumeMounts: append(slices.Clone(generated), data),
+		Env:                      append([]corev1.EnvVar{rootPassword, semi}, identityEnv(o)...),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts: []corev1.VolumeMount{
+			conf, initdb, data, run, {Name: "tls", MountPath: tlsSourceDir, ReadOnly: true},
+		},
 	}
 	sidecarResources := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse(sidecarCPU), corev1.ResourceMemory: resource.MustParse(sidecarMemory),
 	}
 	sidecar := corev1.Container{
 		Name: "replication", Image: o.image(), Command: []string{"sh", "-c", o.engine().replication},
-		VolumeMounts: []corev1.VolumeMount{generated[0]}, // conf: the server's start flags a wiped datadir
+		VolumeMounts: []corev1.VolumeMount{conf, run, podinfo}, // conf: the server's start flags a wiped datadir
 		Env: []corev1.EnvVar{
-			rootPassword,
 			passwordEnv(o, "REPLICATION_PASSWORD", replicationKey),
 			{Name: "REPLICATION_USER", Value: replicationUser},
-			primaryHost,
+			{Name: "PRIMARY_HOST", Value: fmt.Sprintf("%s.%s.svc", o.primary(), o.Namespace)},
+			semi,
 		},
 		// Requests equal limits, as the server's: the sidecar never makes the pod less than Guaranteed.
 		Resources: corev1.ResourceRequirements{Requests: sidecarResources, Limits: sidecarResources.DeepCopy()},
 	}
 	empty := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	memory := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi")),
+	}}
+	labelsFile := corev1.DownwardAPIVolumeFile{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}
 	inits := []corev1.Container{configure}
-	volumes := []corev1.Volume{{Name: "conf", VolumeSource: empty}, {Name: "initdb", VolumeSource: empty}}
+	volumes := []corev1.Volume{
+		{Name: "conf", VolumeSource: empty},
+		{Name: "initdb", VolumeSource: empty},
+		{Name: "run", VolumeSource: memory},
+		{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{labelsFile},
+		}}},
+		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: o.tls(), DefaultMode: ptr.To(int32(0o400)),
+		}}},
+	}
 	if restore, volume := restoreParts(o); restore != nil {
 		inits = append([]corev1.Container{*restore}, inits...) // fills the datadir before configure
 		volumes = append(volumes, volume)
@@ -296,6 +325,32 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	}, nil
 }
 
+// identityEnv is what a datadir or a restored archive is judged against: this release, the cluster,
+// and the release an asked-for upgrade starts from (none: the peer keeps no status of that kind).
+func identityEnv(o owner) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "SERVER_VERSION", Value: o.Spec.Version},
+		{Name: "CLUSTER_NAME", Value: o.Name},
+		{Name: "CLUSTER_UID", Value: o.UID},
+		{Name: "UPGRADE_FROM", Value: ""},
+	}
+}
+
+// restricted is the restricted Pod Security Standard for the backup pods, as the official images'
+// mysql user (the peer keeps no status.datadirOwner).
+func restricted() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	pod := &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(999)), RunAsGroup: ptr.To(int64(999)),
+		FSGroup: ptr.To(int64(999)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	container := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		ReadOnlyRootFilesystem:   ptr.To(true),
+	}
+	return pod, container
+}
+
 // restoreParts: with spec.restore, the init container that unpacks the source cluster's newest final
 // backup into pod 0's empty datadir, and the source's backup PVC (read-only) it reads; nil otherwise.
 func restoreParts(o owner) (*corev1.Container, corev1.Volume) {
@@ -308,6 +363,7 @@ func restoreParts(o owner) (*corev1.Container, corev1.Volume) {
 		Env: []corev1.EnvVar{
 			{Name: "SOURCE_CLUSTER", Value: o.Spec.Restore.FromCluster},
 			{Name: "SOURCE_PVC", Value: sourcePVC},
+			{Name: "ENGINE", Value: o.Spec.Engine},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts: []corev1.VolumeMount{
@@ -315,6 +371,7 @@ func restoreParts(o owner) (*corev1.Container, corev1.Volume) {
 			{Name: "restore", MountPath: restoreDir, ReadOnly: true},
 		},
 	}
+	container.Env = append(container.Env, identityEnv(o)...)
 	src := &corev1.PersistentVolumeClaimVolumeSource{ClaimName: sourcePVC, ReadOnly: true}
 	return container, corev1.Volume{Name: "restore", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: src}}
 }
@@ -341,7 +398,8 @@ func backupSize(s spec) (resource.Quantity, error) {
 	if err != nil {
 		return resource.Quantity{}, fmt.Errorf("spec.storage.size: %w", err)
 	}
-	wanted := new(big.Rat).Mul(bytesOf(data), big.NewRat(int64(s.Backup.RetentionDays+3), 2<<20))
+	// Two final archives at the data size, retentionDays + 1 dumps at half of it.
+	wanted := new(big.Rat).Mul(bytesOf(data), big.NewRat(int64(s.Backup.RetentionDays+5), 2<<20))
 	return resource.MustParse(fmt.Sprintf("%dMi", ceil(wanted))), nil
 }
 
@@ -378,19 +436,28 @@ func backupVolume(o owner) corev1.Volume {
 
 func backupCronJob(o owner) *batchv1.CronJob {
 	s := o.Spec.Backup
+	podSecurity, containerSecurity := restricted()
 	container := corev1.Container{
 		Name: "mysqldump", Image: o.image(), Command: []string{"sh", "-c", dumpScript},
+		SecurityContext: containerSecurity,
 		Env: []corev1.EnvVar{
-			passwordEnv(o, "MYSQL_PWD", passwordKey),
+			passwordEnv(o, "DB_PASSWORD", passwordKey),
 			{Name: "DUMP", Value: o.engine().dump},
 			{Name: "MYSQL_HOST", Value: fmt.Sprintf("%s.%s.svc", o.primary(), o.Namespace)},
 			{Name: "RETENTION_DAYS", Value: fmt.Sprint(s.RetentionDays)},
 		},
-		VolumeMounts: []corev1.VolumeMount{{Name: "backup", MountPath: backupDir}},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "backup", MountPath: backupDir}, {Name: "run", MountPath: runDir},
+		},
 	}
-	// Preferred near pod 0 (its node, else its zone): that puts a WaitForFirstConsumer backup volume
-	// where the final backup Job will need it.
-	pod0 := &metav1.LabelSelector{MatchLabels: map[string]string{"statefulset.kubernetes.io/pod-name": o.primaryPod()}}
+	memory := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi")),
+	}}
+	// Preferred near the primary (its node, else its zone): that puts a WaitForFirstConsumer backup
+	// volume where the final backup Job will need it.
+	primary := podLabels(o.Name, "database")
+	primary[roleLabel] = "primary"
+	pod0 := &metav1.LabelSelector{MatchLabels: primary}
 	var nearPrimary []corev1.WeightedPodAffinityTerm
 	for _, t := range []struct {
 		weight int32
@@ -413,12 +480,13 @@ func backupCronJob(o owner) *batchv1.CronJob {
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: podLabels(o.Name, "backup")},
 						Spec: corev1.PodSpec{
-							RestartPolicy: corev1.RestartPolicyNever,
+							RestartPolicy:   corev1.RestartPolicyNever,
+							SecurityContext: podSecurity,
 							Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
 								PreferredDuringSchedulingIgnoredDuringExecution: nearPrimary,
 							}},
 							Containers: []corev1.Container{container},
-							Volumes:    []corev1.Volume{backupVolume(o)},
+							Volumes:    []corev1.Volume{backupVolume(o), {Name: "run", VolumeSource: memory}},
 						},
 					},
 				},
@@ -444,6 +512,7 @@ func finalBackupJob(o owner) (*batchv1.Job, error) {
 	m.Labels = podLabels(o.Name, "final-backup")
 	m.Annotations = map[string]string{clusterUIDNote: o.UID}
 	data := &corev1.PersistentVolumeClaimVolumeSource{ClaimName: o.primaryDataPVC(), ReadOnly: true}
+	podSecurity, containerSecurity := restricted()
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: m,
@@ -453,10 +522,12 @@ func finalBackupJob(o owner) (*batchv1.Job, error) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(o.Name, "final-backup")},
 				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
+					RestartPolicy:   corev1.RestartPolicyNever,
+					SecurityContext: podSecurity,
 					Containers: []corev1.Container{{
 						Name: "archive", Image: backupImage, Command: []string{"sh", "-c", archiveScript},
-						Env: []corev1.EnvVar{{Name: "CLUSTER_UID", Value: o.UID}},
+						Env:             []corev1.EnvVar{{Name: "CLUSTER_UID", Value: o.UID}},
+						SecurityContext: containerSecurity,
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: dataVolume, MountPath: dataDir, ReadOnly: true},
 							{Name: "backup", MountPath: backupDir},

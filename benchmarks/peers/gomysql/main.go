@@ -110,7 +110,7 @@ func fail(err error) {
 }
 
 // writeChildren prints what the reconciler would write for one cluster, keyed by the name of the
-// reference's builder (mysql_operator.resources) of each child: a unit test compares the two.
+// reference's builder (mysql_operator.controller.children.resources) of each child: a unit test compares the two.
 func writeChildren(in io.Reader, out io.Writer) error {
 	c := newCluster()
 	if err := json.NewDecoder(in).Decode(&c.Object); err != nil {

@@ -1,6 +1,6 @@
 package main
 
-// The reference reconciler (operator/mysql_operator/reconciler.py, finalizer.py), compact: read from
+// The reference reconciler (operator/mysql_operator/controller/reconciler.py, finalizer.py), compact: read from
 // the caches, write each thing at most once per pass, never retry inside (an error requeues with
 // backoff, a 409 included), and write nothing for a converged cluster.
 

@@ -1,4 +1,4 @@
-"""The children of one MySQLCluster, as operator/mysql_operator/resources.py builds them.
+"""The children of one MySQLCluster, as operator/mysql_operator/controller/children/resources.py builds them.
 
 A port, not an import: importing `mysql_operator` would load the whole reference operator (its
 runtime, prometheus-client, pydantic) into this process and blur the memory comparison. The scale
@@ -7,10 +7,12 @@ benchmark's conformance check compares every live child with the reference's own
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import secrets
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 Obj = dict[str, Any]
@@ -38,232 +40,19 @@ REPLICATION_USER = "repl"
 DATA_DIR = "/var/lib/mysql"
 CONF_DIR = "/etc/mysql/conf.d"
 INITDB_DIR = "/docker-entrypoint-initdb.d"
-MARKER = "mysql-operator-initialised"
-LEGACY_MARKER = "mysqld-auto.cnf"
+RUN_DIR = "/run/mysql-operator"
+PODINFO_DIR = "/etc/podinfo"
+TLS_SOURCE_DIR = "/etc/mysql-operator/tls"
+ROLE = f"{GROUP}/role"
 SIDECAR_RESOURCES = {"cpu": "20m", "memory": "32Mi"}
 
-# operator/mysql_operator/engines.py: what differs between the two database servers.
-ENGINES: dict[str, Obj] = {
-    "mysql": {
-        "default_version": "8.4",
-        "server": "mysqld",
-        "client": "mysql",
-        "dump": "mysqldump",
-        "gtid_config": ("gtid-mode=ON", "enforce-gtid-consistency=ON"),
-        "replica_config": ("read-only=ON", "super-read-only=ON"),
-        "status": "SHOW REPLICA STATUS\\G",
-        "point": (
-            "CHANGE REPLICATION SOURCE TO SOURCE_HOST='$PRIMARY_HOST', SOURCE_PORT=3306, "
-            "SOURCE_USER='$REPLICATION_USER', SOURCE_PASSWORD='$REPLICATION_PASSWORD', "
-            "SOURCE_AUTO_POSITION=1, SOURCE_SSL=$tls, GET_SOURCE_PUBLIC_KEY=1; START REPLICA;"
-        ),
-    },
-    "mariadb": {
-        "default_version": "10.11",
-        "server": "mariadbd",
-        "client": "mariadb",
-        "dump": "mariadb-dump",
-        "gtid_config": (
-            "log-bin=mysql-bin",
-            "log-slave-updates=ON",
-            "gtid-strict-mode=ON",
-            "binlog-format=ROW",
-        ),
-        "replica_config": ("read-only=ON",),
-        "status": "SHOW SLAVE STATUS\\G",
-        "point": (
-            "CHANGE MASTER TO MASTER_HOST='$PRIMARY_HOST', MASTER_PORT=3306, "
-            "MASTER_USER='$REPLICATION_USER', MASTER_PASSWORD='$REPLICATION_PASSWORD', "
-            "MASTER_USE_GTID=slave_pos, MASTER_SSL=$tls; START SLAVE;"
-        ),
-    },
-}
-
-
-def configure_script(engine: Obj) -> str:
-    """The init container: server.cnf, the marking init script, a replica's read-only config."""
-    config = "\n".join(engine["gtid_config"])
-    replica = "\\n".join(engine["replica_config"])
-    pending, active = f"{CONF_DIR}/replica.cnf.pending", f"{CONF_DIR}/replica.cnf"
-    return f"""set -eu
-ordinal="${{HOSTNAME##*-}}"
-{{
-  echo '[mysqld]'
-  echo "server-id=$((100 + ordinal))"
-  cat <<'EOF'
-{config}
-EOF
-}} > {CONF_DIR}/server.cnf
-# The last init script: marks the one-time init done and makes a replica read-only from the real
-# server's first start on (not before: the init phase's own writes, e.g. the root password, would fail).
-cat > {INITDB_DIR}/zz-initialised.sh <<'EOF'
-touch {DATA_DIR}/{MARKER}
-if [ -e {pending} ]; then cp {pending} {active}; fi
-EOF
-if [ "$ordinal" -gt 0 ]; then
-  printf '[mysqld]\\n{replica}\\n' > {pending}
-fi
-"""
-
-
-def start_script(engine: Obj) -> str:
-    """The server container's command, on every start: a replica's datadir settled, then the image's
-    entrypoint (a crashed server is restarted without the init containers)."""
-    pending, active = f"{CONF_DIR}/replica.cnf.pending", f"{CONF_DIR}/replica.cnf"
-    initialised = f"[ -e {DATA_DIR}/{MARKER} ] || [ -e {DATA_DIR}/{LEGACY_MARKER} ]"
-    return f"""set -eu
-if [ -e {pending} ]; then
-  if {initialised}; then
-    cp {pending} {active}
-  else
-    # Read-only only once the init phase has run (again): its own writes would be refused.
-    rm -f {active}
-    if [ -n "$(ls -A {DATA_DIR} | grep -v '^lost+found$')" ]; then
-      echo "{engine["server"]}: the datadir's first init did not finish; clearing it to initialise it again"
-      find {DATA_DIR} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
-      touch {CONF_DIR}/datadir-wiped
-    fi
-  fi
-fi
-# The official images' entrypoint is on PATH; some derived images keep it at the root.
-exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
-"""
-
-
-def probe_script(engine: Obj) -> str:
-    """Ready: an authenticated query answers and, on a replica, both replication threads run."""
-    client = engine["client"]
-    return f"""ordinal="${{HOSTNAME##*-}}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-if [ "$ordinal" -eq 0 ]; then
-  exec {client} -h 127.0.0.1 -u root -N -e 'SELECT 1' >/dev/null
-fi
-status="$({client} -h 127.0.0.1 -u root -e '{engine["status"]}')" || exit 1
-for thread in IO SQL; do
-  echo "$status" | grep -Eq "(Replica|Slave)_${{thread}}_Running: Yes" \\
-    || {{ echo "$thread thread not running"; exit 1; }}
-done
-"""
-
-
-def replication_script(engine: Obj) -> str:
-    """The sidecar: the primary's replication account, or a replica pointed at the primary (again
-    after its server's start wiped the datadir)."""
-    client = engine["client"]
-    if client == "mariadb":  # TLS when the primary has it, decided by its answer only
-        tls = (
-            f'ssl="$(MYSQL_PWD="$REPLICATION_PASSWORD" {client} -h "$PRIMARY_HOST" '
-            '-u "$REPLICATION_USER" -N -e \'SELECT @@have_ssl\' 2>/dev/null)" \\\n'
-            '      && if [ "$ssl" = YES ]; then tls=1; else tls=0; fi'
-        )
-    else:
-        tls = "tls=1"
-    return f"""set -u
-trap 'exit 0' TERM INT
-# The password goes into SQL string literals: only what needs no quoting (generated ones are so).
-case "$REPLICATION_PASSWORD" in
-  '' | *[!A-Za-z0-9_-]*)
-    echo "replication: the credentials Secret's replication-password must be non-empty [A-Za-z0-9_-]" >&2
-    exit 1 ;;
-esac
-ordinal="${{HOSTNAME##*-}}"
-export MYSQL_PWD="$MYSQL_ROOT_PASSWORD"
-sql() {{ {client} -h 127.0.0.1 -u root -N "$@"; }}
-pause() {{ sleep "$1" & wait $!; }}
-until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
-if [ "$ordinal" -eq 0 ]; then
-  until sql -e "CREATE USER IF NOT EXISTS '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      ALTER USER '$REPLICATION_USER'@'%' IDENTIFIED BY '$REPLICATION_PASSWORD';
-      GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'%';"; do pause 5; done
-  echo "replication: account $REPLICATION_USER ready"
-  while :; do pause 3600; done
-fi
-# A replica with no source is pointed at pod 0; one with a source, running or stopped, is left as it
-# is. A server restarted alone (no new pod, so no new sidecar) on a datadir its start wiped has no
-# source any more: its start leaves a flag, looked for every 10 s.
-point() {{
-  # A failed query is no answer: taken for "none configured", it would re-point (and restart) a
-  # replication someone stopped.
-  until status="$(sql -e '{engine["status"]}')"; do pause 5; done
-  [ -z "$status" ] || return 1
-  until {tls} \\
-    && sql -e "{engine["point"]}"
-  do pause 5; done
-  echo "replication: replicating from $PRIMARY_HOST (tls=$tls)"
-}}
-point || echo "replication: already configured; left as it is"
-while :; do
-  pause 10
-  if [ -e {CONF_DIR}/datadir-wiped ]; then
-    echo "replication: the server's start wiped the datadir; pointing it again"
-    point || echo "replication: already configured; left as it is"
-    rm -f {CONF_DIR}/datadir-wiped
-  fi
-done
-"""
-
-
-# operator/mysql_operator/resources.py's scripts, as they are.
-DUMP_SCRIPT = """set -eu
-find /backup -maxdepth 1 -name '.dump-*' -exec rm -f {} +
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
-partial="/backup/.dump-$stamp.sql.gz"
-failed="/backup/.dump-$stamp.failed"
-{ "$DUMP" -h "$MYSQL_HOST" -u root --all-databases --single-transaction --routines --events \
-  --triggers || echo "$?" > "$failed"; } | gzip -1 > "$partial"
-if [ -e "$failed" ]; then
-  echo "dump: $DUMP exited $(cat "$failed")" >&2
-  rm -f "$failed" "$partial"
-  exit 1
-fi
-mv "$partial" "/backup/dump-$stamp.sql.gz"
-find /backup -maxdepth 1 -name 'dump-*.sql.gz' -mtime "+$((RETENTION_DAYS - 1))" -delete
-"""
-ARCHIVE_SCRIPT = """set -eu
-set -o pipefail
-done_already=$(ls /backup | grep -E "^final-.*-$CLUSTER_UID[.]tar[.]gz$" || true)
-if [ -n "$done_already" ]; then
-  echo "archive: $done_already is this cluster's final backup already; nothing to do"; exit 0
-fi
-find /backup -maxdepth 1 -name '.final-*' -exec rm -f {} +
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
-name="final-$stamp-$CLUSTER_UID.tar.gz"
-start=$(date +%s)
-tar -cf - -C /var/lib/mysql . | gzip -1 > "/backup/.$name"
-mv "/backup/.$name" "/backup/$name"
-kib=$(du -sk /var/lib/mysql | cut -f1)
-echo "archive: $name: $kib KiB of data in $(($(date +%s) - start)) s"
-"""
-RESTORE_SCRIPT = """set -eu
-set -o pipefail
-data=/var/lib/mysql
-incomplete="$data/.restore-incomplete"
-restored="$data/.restored-from"
-fail() { echo "restore: $*" | tee /dev/termination-log >&2; exit 1; }
-if [ "${HOSTNAME##*-}" -ne 0 ]; then
-  echo "restore: a replica starts empty and replicates from pod 0"; exit 0
-fi
-if [ -e "$incomplete" ]; then
-  echo "restore: an earlier restore did not finish; starting it again"
-  find "$data" -mindepth 1 -maxdepth 1 ! -name lost+found ! -name .restore-incomplete -exec rm -rf {} +
-elif [ -n "$(ls -A "$data" | grep -v '^lost+found$')" ]; then
-  if [ -e "$restored" ]; then
-    echo "restore: done before ($(cat "$restored")); left as it is"; exit 0
-  fi
-  fail "pod 0's datadir holds data no restore put there (a data PersistentVolumeClaim kept from an \
-earlier cluster of this name?): not restoring over it; delete that claim, or restore into another name"
-fi
-archive=$(ls /restore | grep -E '^final-.*[.]tar[.]gz$' | sort | tail -n 1 || true)
-[ -n "$archive" ] || fail "no final-*.tar.gz in PersistentVolumeClaim $SOURCE_PVC (was $SOURCE_CLUSTER \
-deleted with backup enabled, and did its final backup succeed?)"
-archive="/restore/$archive"
-touch "$incomplete"
-start=$(date +%s)
-gzip -dc "$archive" | tar -xf - -C "$data" || fail "unpacking $archive from $SOURCE_PVC failed"
-echo "$SOURCE_CLUSTER $(basename "$archive")" > "$restored"
-rm "$incomplete"
-echo "restore: $archive from $SOURCE_PVC unpacked in $(($(date +%s) - start)) s"
-"""
+# The reference's scripts, as its builders make them: written by benchmarks/peers/gomysql/genscripts.py
+# (a unit test fails when they drift), read here without importing the reference.
+_SCRIPTS = json.loads((Path(__file__).with_name("scripts.json")).read_text())
+ENGINES: dict[str, dict[str, str]] = _SCRIPTS["engines"]
+DUMP_SCRIPT: str = _SCRIPTS["dump"]
+ARCHIVE_SCRIPT: str = _SCRIPTS["archive"]
+RESTORE_SCRIPT: str = _SCRIPTS["restore"]
 
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE]?)$")
@@ -286,7 +75,7 @@ def spec_of(cluster: Obj) -> Obj:
     spec = dict(cluster.get("spec") or {})
     spec.setdefault("engine", "mysql")
     if not spec.get("version"):
-        spec["version"] = ENGINES[spec["engine"]]["default_version"]
+        spec["version"] = ENGINES[spec["engine"]]["defaultVersion"]
     backup = {"enabled": False, "retentionDays": 7, **(spec.get("backup") or {})}
     backup["schedule"] = {"cron": "0 2 * * *", **(backup.get("schedule") or {})}
     spec["backup"] = backup
@@ -350,7 +139,7 @@ def headless_service(cluster: Obj) -> Obj:
 
 def primary_service(cluster: Obj) -> Obj:
     name = cluster["metadata"]["name"]
-    selector = {**pod_labels(name, "database"), "statefulset.kubernetes.io/pod-name": f"{name}-mysql-0"}
+    selector = {**pod_labels(name, "database"), ROLE: "primary"}
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -367,7 +156,20 @@ def claim_spec(spec: Obj) -> Obj:
     return claim
 
 
-def _restore_parts(spec: Obj) -> tuple[list[Obj], list[Obj]]:
+def identity_env(cluster: Obj, spec: Obj) -> list[Obj]:
+    """What a datadir or a restored archive is judged against: this release, the cluster, the
+    release an asked-for upgrade starts from (status.upgradeFrom)."""
+    upgrade_from = (cluster.get("status") or {}).get("upgradeFrom") or ""
+    return [
+        {"name": "SERVER_VERSION", "value": spec["version"]},
+        {"name": "CLUSTER_NAME", "value": cluster["metadata"]["name"]},
+        {"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]},
+        # No value when none: the apiserver drops an empty one, and the next compare would differ.
+        {"name": "UPGRADE_FROM", **({"value": upgrade_from} if upgrade_from else {})},
+    ]
+
+
+def _restore_parts(cluster: Obj, spec: Obj) -> tuple[list[Obj], list[Obj]]:
     """With spec.restore: the init container that fills pod 0's datadir first, and its volume."""
     if not spec.get("restore"):
         return [], []
@@ -379,6 +181,8 @@ def _restore_parts(spec: Obj) -> tuple[list[Obj], list[Obj]]:
         "env": [
             {"name": "SOURCE_CLUSTER", "value": source},
             {"name": "SOURCE_PVC", "value": f"{source}-backup"},
+            {"name": "ENGINE", "value": spec["engine"]},
+            *identity_env(cluster, spec),
         ],
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
@@ -392,46 +196,69 @@ def _restore_parts(spec: Obj) -> tuple[list[Obj], list[Obj]]:
 
 def statefulset(cluster: Obj) -> Obj:
     name, namespace, spec = cluster["metadata"]["name"], cluster["metadata"]["namespace"], spec_of(cluster)
-    engine, primary_host = ENGINES[spec["engine"]], f"{name}-mysql-0.{name}-headless.{namespace}.svc"
+    engine = ENGINES[spec["engine"]]
     wanted = {k: v for k, v in (spec.get("resources") or {}).items() if v}
-    generated = [{"name": "conf", "mountPath": CONF_DIR}, {"name": "initdb", "mountPath": INITDB_DIR}]
-    data = {"name": "data", "mountPath": DATA_DIR}
+    conf, initdb = {"name": "conf", "mountPath": CONF_DIR}, {"name": "initdb", "mountPath": INITDB_DIR}
+    run, data = {"name": "run", "mountPath": RUN_DIR}, {"name": "data", "mountPath": DATA_DIR}
+    podinfo = {"name": "podinfo", "mountPath": PODINFO_DIR, "readOnly": True}
     root_password = password_env(cluster, "MYSQL_ROOT_PASSWORD")
+    semi = {"name": "SEMI_SYNC", "value": "on" if (spec.get("replication") or {}).get("semiSync") else "off"}
     mysql = {
         "name": "mysql",
         "image": image(spec),
-        "command": ["sh", "-c", start_script(engine), "sh", engine["server"]],
+        "command": ["sh", "-c", engine["start"], "sh", engine["server"]],
         "ports": [{"name": "mysql", "containerPort": PORT}],
-        "env": [root_password, {"name": "PRIMARY_HOST", "value": primary_host}],
+        "env": [root_password],
         "resources": {"requests": dict(wanted), "limits": dict(wanted)} if wanted else {},
         "readinessProbe": {
-            "exec": {"command": ["sh", "-c", probe_script(engine)]},
+            "exec": {"command": ["sh", "-c", engine["probe"]]},
             "initialDelaySeconds": 5,
-            "periodSeconds": 10,
+            "periodSeconds": 5,
             "timeoutSeconds": 5,
         },
-        "volumeMounts": [data, *generated],
+        "volumeMounts": [data, conf, initdb, run, podinfo],
     }
-    configure = {"name": "configure", "image": image(spec), "command": ["sh", "-c", configure_script(engine)]}
+    configure = {
+        "name": "configure",
+        "image": image(spec),
+        "command": ["sh", "-c", engine["configure"]],
+        "env": [root_password, semi, *identity_env(cluster, spec)],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [
+            conf,
+            initdb,
+            data,
+            run,
+            {"name": "tls", "mountPath": TLS_SOURCE_DIR, "readOnly": True},
+        ],
+    }
     sidecar = {
         "name": "replication",
         "image": image(spec),
-        "command": ["sh", "-c", replication_script(engine)],
-        "volumeMounts": [{"name": "conf", "mountPath": CONF_DIR}],
+        "command": ["sh", "-c", engine["replication"]],
+        "volumeMounts": [conf, run, podinfo],
         "env": [
-            root_password,
             password_env(cluster, "REPLICATION_PASSWORD", REPLICATION_PASSWORD_KEY),
             {"name": "REPLICATION_USER", "value": REPLICATION_USER},
-            {"name": "PRIMARY_HOST", "value": primary_host},
+            {"name": "PRIMARY_HOST", "value": f"{name}-primary.{namespace}.svc"},
+            semi,
         ],
         "resources": {"requests": SIDECAR_RESOURCES, "limits": SIDECAR_RESOURCES},
     }
-    restore, restore_volumes = _restore_parts(spec)
+    restore, restore_volumes = _restore_parts(cluster, spec)
+    labels_file = {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
     pod = {
         "terminationGracePeriodSeconds": 120,
-        "initContainers": [*restore, {**configure, "volumeMounts": [*generated, data]}],
+        "initContainers": [*restore, configure],
         "containers": [mysql, sidecar],
-        "volumes": [{"name": "conf", "emptyDir": {}}, {"name": "initdb", "emptyDir": {}}, *restore_volumes],
+        "volumes": [
+            {"name": "conf", "emptyDir": {}},
+            {"name": "initdb", "emptyDir": {}},
+            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            {"name": "podinfo", "downwardAPI": {"items": [labels_file]}},
+            {"name": "tls", "secret": {"secretName": f"{name}-tls", "defaultMode": 0o400}},
+            *restore_volumes,
+        ],
     }
     return {
         "apiVersion": "apps/v1",
@@ -451,8 +278,8 @@ def statefulset(cluster: Obj) -> Obj:
 
 
 def backup_size(spec: Obj) -> str:
-    """One final archive at the data size plus retentionDays + 1 dumps at half of it, in whole MiB."""
-    wanted = quantity_bytes(spec["storage"]["size"]) * (spec["backup"]["retentionDays"] + 3) / 2
+    """Two final archives at the data size plus retentionDays + 1 dumps at half of it, in whole MiB."""
+    wanted = quantity_bytes(spec["storage"]["size"]) * (spec["backup"]["retentionDays"] + 5) / 2
     return f"{math.ceil(wanted / 2**20)}Mi"
 
 
@@ -461,6 +288,24 @@ def backup_pvc(cluster: Obj) -> Obj:
     spec = claim_spec(spec_of(cluster))
     spec["resources"] = {"requests": {"storage": backup_size(spec_of(cluster))}}
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+
+
+def restricted(cluster: Obj) -> tuple[Obj, Obj]:
+    """The restricted Pod Security Standard, as the datadir's owner (status.datadirOwner, else 999)."""
+    uid, _, gid = str((cluster.get("status") or {}).get("datadirOwner") or "999:999").partition(":")
+    pod = {
+        "runAsNonRoot": True,
+        "runAsUser": int(uid),
+        "runAsGroup": int(gid),
+        "fsGroup": int(gid),
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    return pod, container
 
 
 def _backup_volume(name: str) -> Obj:
@@ -475,24 +320,33 @@ def backup_cronjob(cluster: Obj) -> Obj:
         "image": image(spec),
         "command": ["sh", "-c", DUMP_SCRIPT],
         "env": [
-            password_env(cluster, "MYSQL_PWD"),
+            password_env(cluster, "DB_PASSWORD"),
             {"name": "DUMP", "value": ENGINES[spec["engine"]]["dump"]},
             {"name": "MYSQL_HOST", "value": f"{name}-primary.{namespace}.svc"},
             {"name": "RETENTION_DAYS", "value": str(backup["retentionDays"])},
         ],
-        "volumeMounts": [{"name": "backup", "mountPath": "/backup"}],
+        "securityContext": restricted(cluster)[1],
+        "volumeMounts": [
+            {"name": "backup", "mountPath": "/backup"},
+            {"name": "run", "mountPath": "/run/mysql-operator"},
+        ],
     }
-    # Preferred near pod 0: a WaitForFirstConsumer backup volume then lands where the final backup needs it.
-    pod_0 = {"matchLabels": {"statefulset.kubernetes.io/pod-name": f"{name}-mysql-0"}}
+    # Preferred near the primary: a WaitForFirstConsumer backup volume then lands where the final backup
+    # needs it.
+    pod_0 = {"matchLabels": {**pod_labels(name, "database"), ROLE: "primary"}}
     terms = ((100, "kubernetes.io/hostname"), (50, "topology.kubernetes.io/zone"))
     preferred = [
         {"weight": w, "podAffinityTerm": {"labelSelector": pod_0, "topologyKey": k}} for w, k in terms
     ]
     pod = {
         "restartPolicy": "Never",
+        "securityContext": restricted(cluster)[0],
         "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}},
         "containers": [container],
-        "volumes": [_backup_volume(name)],
+        "volumes": [
+            _backup_volume(name),
+            {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        ],
     }
     template = {"metadata": {"labels": pod_labels(name, "backup")}, "spec": pod}
     zone = backup["schedule"].get("timeZone")
@@ -535,12 +389,18 @@ def final_backup_job(cluster: Obj) -> Obj:
         "image": BACKUP_IMAGE,
         "command": ["sh", "-c", ARCHIVE_SCRIPT],
         "env": [{"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]}],
+        "securityContext": restricted(cluster)[1],
         "volumeMounts": [
             {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True},
             {"name": "backup", "mountPath": "/backup"},
         ],
     }
-    pod = {"restartPolicy": "Never", "containers": [container], "volumes": [data, _backup_volume(name)]}
+    pod = {
+        "restartPolicy": "Never",
+        "securityContext": restricted(cluster)[0],
+        "containers": [container],
+        "volumes": [data, _backup_volume(name)],
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -196,6 +196,10 @@ class Informer:
     def has_synced(self) -> bool:
         return self._synced.is_set()
 
+    def for_namespace(self, namespace: str | None) -> Informer | None:
+        """This informer, if it holds `namespace`'s objects (see `multinamespace`)."""
+        return self if self.namespace in (None, namespace) else None
+
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 

@@ -2,7 +2,7 @@
 
 Lifecycle, safe to drive from any thread (the test harness runs several managers per process):
 
-    manager = Manager(api_factory, ManagerOptions(namespace="test-ns"))
+    manager = Manager(api_factory, ManagerOptions(namespaces=("test-ns",)))
     manager.add(Controller("mysqlcluster", reconciler).for_(MySQLCluster).owns(StatefulSet))
     manager.start()          # returns once informers synced (or, with leader_elect, standing by)
     ...
@@ -37,6 +37,7 @@ from typing import Protocol
 
 import pykube
 from prometheus_client import CollectorRegistry
+from pykube.objects import NamespacedAPIObject
 
 from .client import instrument
 from .controller import Controller, Kind
@@ -44,6 +45,7 @@ from .fence import Fence
 from .informer import Informer
 from .leader import LeaderElector, NoElectionNamespace, PykubeLeaseStore, default_identity, election_namespace
 from .metrics import Metrics, ProbeServer
+from .multinamespace import AnyInformer, MultiNamespaceInformer
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +69,9 @@ class Runnable(Protocol):
 
 @dataclass
 class ManagerOptions:
-    namespace: str | None = None
-    """Scope every informer and list to this namespace; None = the whole cluster."""
+    namespaces: tuple[str, ...] = ()
+    """Scope every informer to these namespaces (one list and watch per namespace and kind, as a
+    Role in each allows); empty = the whole cluster (which needs a ClusterRole)."""
     metrics_port: int | None = 0
     """Port of /metrics; None disables it; 0 picks a free port (see Manager.metrics_address)."""
     health_port: int | None = 0
@@ -140,7 +143,7 @@ class Manager:
         self._informer_options: dict[Kind, dict[str, object]] = {}  # kind -> extra Informer kwargs
         self._lock = threading.Lock()  # guards _state, _informers, _running, errors
         self._state = "new"  # new → starting → running → stopped (stop() may come at any point)
-        self._informers: dict[Kind, Informer] = {}  # the current term's; empty between terms
+        self._informers: dict[Kind, AnyInformer] = {}  # the current term's; empty between terms
         self._in_term = False  # a term was begun (informers/queues exist) and not yet ended
         self._running = False  # the current term's workers run (informers synced)
         self._wake = threading.Event()  # the supervisor should look at leadership/stop again
@@ -208,7 +211,7 @@ class Manager:
             return self._elector.is_leader
         return self._running
 
-    def informer(self, kind: Kind) -> Informer:
+    def informer(self, kind: Kind) -> AnyInformer:
         """The running informer (cache) of `kind`: from start() on with warm_standby, else the
         current term's; LookupError when there is none."""
         with self._lock:
@@ -460,22 +463,33 @@ class Manager:
         finally:
             self._stop_term()
 
-    def _new_informers(self) -> dict[Kind, Informer]:
-        informers: dict[Kind, Informer] = {}
+    def _new_informers(self) -> dict[Kind, AnyInformer]:
+        informers: dict[Kind, AnyInformer] = {}
         for controller in self._controllers:
             for kind in controller.kinds:
                 if kind not in informers:
-                    informers[kind] = Informer(
-                        kind,
-                        self.new_client,
-                        namespace=self.options.namespace,
-                        watch_timeout=self.options.watch_timeout,
-                        on_crash=self._crash,
-                        on_sync=self._wake.set,
-                        on_handler_error=self._handler_failed,
-                        **self._informer_options.get(kind, {}),  # type: ignore[arg-type]
-                    )
+                    informers[kind] = self._new_informer(kind)
         return informers
+
+    def _new_informer(self, kind: Kind) -> AnyInformer:
+        def one(namespace: str | None) -> Informer:
+            return Informer(
+                kind,
+                self.new_client,
+                namespace=namespace,
+                watch_timeout=self.options.watch_timeout,
+                on_crash=self._crash,
+                on_sync=self._wake.set,
+                on_handler_error=self._handler_failed,
+                **self._informer_options.get(kind, {}),  # type: ignore[arg-type]
+            )
+
+        namespaces = self.options.namespaces
+        if not namespaces or not issubclass(kind, NamespacedAPIObject):
+            return one(None)
+        if len(namespaces) == 1:
+            return one(namespaces[0])
+        return MultiNamespaceInformer(one(ns) for ns in namespaces)
 
     def _handler_failed(self, kind: str) -> None:
         self.metrics.handler_errors_total.labels(kind=kind).inc()

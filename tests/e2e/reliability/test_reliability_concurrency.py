@@ -18,7 +18,7 @@ from envtest import Cluster, eventually
 from envtest.faults import WRITE_VERBS, FaultProxy
 from envtest.plugin.context import TestContext
 from envtest.plugin.runner import OperatorRunner
-from mysql_operator.app import build_manager
+from mysql_operator.controller.wiring import build_manager
 
 LEASE = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 0.5}
 """Short leader-election timings (defaults 15/10/2 s), so a takeover fits in a test."""

@@ -14,8 +14,10 @@
 //     on a cleanly stopped server).
 //   - mysql [-h HOST] [-P PORT] [-S SOCKET] [-e SQL]: SQL from -e or stdin to the server; it
 //     understands CHANGE REPLICATION SOURCE TO (SOURCE_HOST, SOURCE_PORT) and CHANGE MASTER TO
-//     (MASTER_HOST, MASTER_PORT), START/STOP REPLICA|SLAVE, SET [PERSIST] var = value (persisted ones
-//     survive restarts, as mysqld-auto.cnf does), SELECT @@var, SELECT <number>, and SHOW REPLICA
+//     (MASTER_HOST, MASTER_PORT), START/STOP REPLICA|SLAVE, RESET REPLICA|SLAVE ALL, SET [PERSIST|GLOBAL]
+//     var = value (persisted ones survive restarts, as mysqld-auto.cnf does; super_read_only on sets
+//     read_only on, read_only off sets super_read_only off, as on the real server), SELECT @@var (a
+//     switch as 1 or 0, as the real server prints it), SELECT <number>, and SHOW REPLICA
 //     STATUS (Replica_*/Source_* names) or SHOW SLAVE STATUS (Slave_*/Master_*, as MariaDB prints
 //     it); any other statement (CREATE USER, GRANT, ...) is accepted and ignored. A started replica
 //     connects to its source and logs whether it reaches it: the evidence that replica wiring (DNS,
@@ -431,6 +433,16 @@ func (s *server) execute(sql string) (string, error) {
 					return "", err
 				}
 			}
+		case upper == "RESET REPLICA ALL", upper == "RESET SLAVE ALL":
+			if s.stopRepl != nil {
+				close(s.stopRepl)
+				s.stopRepl, s.ioState = nil, "No"
+			}
+			s.source = ""
+			if err := os.Remove(filepath.Join(s.datadir, replicaFile)); err != nil && !os.IsNotExist(err) {
+				return "", err
+			}
+			logf("replication reset: no source")
 		case strings.HasPrefix(upper, "SHOW REPLICA STATUS"), strings.HasPrefix(upper, "SHOW SLAVE STATUS"):
 			if s.source != "" {
 				host, port, _ := net.SplitHostPort(s.source)
@@ -449,10 +461,14 @@ func (s *server) execute(sql string) (string, error) {
 		default:
 			if m := setVar.FindStringSubmatch(stmt); m != nil {
 				name, value := strings.ToLower(m[2]), strings.ToUpper(m[3])
-				if value == "1" || value == "TRUE" {
-					value = "ON"
-				}
+				value = onOff(value)
 				s.vars[name] = value
+				switch {
+				case name == "super_read_only" && value == "ON":
+					s.vars["read_only"] = "ON"
+				case name == "read_only" && value == "OFF":
+					s.vars["super_read_only"] = "OFF"
+				}
 				if strings.EqualFold(strings.TrimSpace(m[1]), "PERSIST") {
 					if err := s.persist(); err != nil {
 						return "", err
@@ -463,8 +479,11 @@ func (s *server) execute(sql string) (string, error) {
 				fmt.Fprintf(&out, "%s\n", m[1])
 			} else if m := selectVar.FindStringSubmatch(stmt); m != nil {
 				v, ok := s.vars[strings.ToLower(m[1])]
-				if !ok {
-					v = "OFF"
+				switch {
+				case !ok, v == "OFF":
+					v = "0"
+				case v == "ON":
+					v = "1"
 				}
 				fmt.Fprintf(&out, "%s\n", v)
 			}

@@ -1,0 +1,6 @@
+"""A MySQLCluster's children: how each is built, whose a live one is, and when one needs a write.
+
+`resources` builds them (pure functions of the cluster), `ownership` decides whose a same-named object
+is, `projection` compares desired with live, `ssa` applies and upgrades managed fields, `immutable`
+keeps fields fixed at creation out of every apply, `quantity` compares resource sizes.
+"""

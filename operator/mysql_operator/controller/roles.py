@@ -1,0 +1,179 @@
+"""Which pod is the primary: the label that says so, the failover that moves it, the switchover asked for.
+
+The record is the cluster's status (`status.primary`, `primaryClaimUID`, `primaryLostSince`,
+`failover`); the label `db.example.com/role` on each database pod follows it, and the Service
+`<name>-primary` follows the label. Each pass:
+
+1. A failover or switchover in progress (`status.failover.phase` not Completed) is driven on
+   (`failover.Steps`): every step is idempotent and recorded before the next begins.
+2. A switchover asked for (annotation `db.example.com/switchover-to: <pod or ordinal>`) starts.
+3. The primary is assessed (`database.failover.assess`): lost since when, suspect (replicas are asked
+   over exec whether they are cut off from it). Lost for `spec.failover.afterSeconds` (at once when its
+   data volume was replaced), the replica whose GTIDs cover every other's is chosen and a failover
+   starts; with failover off, or no candidate, the cluster is Degraded with the reason.
+4. Labels are made to match: the primary (unless a step is moving it, or its data volume is not the
+   one it was promoted on) `primary`, every other pod `replica`.
+
+A cluster starts with pod 0 as its primary; a cluster from before roles existed had pod 0 as its
+primary too, so both begin from `<statefulset>-0`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from ..api.v1 import SWITCHOVER_ANNOTATION, MySQLClusterSpec
+from ..database import actions
+from ..database.engines import Engine
+from ..database.failover import Assessment, assess, cut_off, due
+from ..database.replication import PRIMARY, REPLICA, ROLE_LABEL
+from ..runtime.podexec import ExecError
+from .children import resources
+from .children.problems import Problem
+from .failover import Steps, forget_switchover
+from .kinds import PersistentVolumeClaim, Pod
+from .members import CONNECTION_ERRNOS, Executor, Outcome, View, run
+from .status import format_time, parse_time
+from .writer import Writer
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+class Roles:
+    """The role half of the reconciler: shares its writer; execs through `executor`."""
+
+    def __init__(self, writer: Writer, executor: Executor | None) -> None:
+        self.w = writer
+        self.executor = executor
+
+    # -- the pass -----------------------------------------------------------------------------------
+
+    def reconcile(self, cluster: Obj, spec: MySQLClusterSpec, engine: Engine) -> Outcome:
+        view = self._view(cluster)
+        status = cluster.get("status") or {}
+        out = Outcome(cluster)
+        if not status.get("primary"):
+            return self._bootstrap(view, out)
+        primary = status["primary"]
+        steps = Steps(self.w, self.executor, spec, engine, view, out)
+        record = status.get("failover") or {}
+        if record and record.get("phase") != "Completed":
+            steps.drive(record)
+        elif (target := self._switchover_target(cluster, view)) is not None and target != primary:
+            steps.switchover(primary, target)
+        else:
+            if target == primary:
+                forget_switchover(self.w, out)
+            self._watch_primary(steps, spec, view, primary, out)
+        promoted_on = out.roles.get("primaryClaimUID") or (out.cluster.get("status") or {}).get(
+            "primaryClaimUID"
+        )
+        self.label(view, out.roles.get("primary", primary), promoted_on, moving=steps.moving)
+        return out
+
+    def _bootstrap(self, view: View, out: Outcome) -> Outcome:
+        """Before a primary has served: pod 0 is labelled primary (its sidecar makes it writable) and
+        recorded once it is ready. A primary that never served is starting, not lost: no failover."""
+        first = view.names.first_pod
+        member = view.member(first)
+        if (
+            member is not None
+            and member.ready
+            and (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) == PRIMARY
+        ):
+            out.roles.update(primary=first, primaryClaimUID=member.claim_uid)
+            if not (out.cluster.get("status") or {}).get("datadirOwner"):
+                owner = self._server_user(view, first)
+                if owner:
+                    out.roles["datadirOwner"] = owner
+        self.label(view, first, None, moving=False)
+        return out
+
+    def _watch_primary(
+        self, steps: Any, spec: MySQLClusterSpec, view: View, primary: str, out: Outcome
+    ) -> None:
+        status = out.cluster.get("status") or {}
+        promoted_on = out.roles.get("primaryClaimUID") or status.get("primaryClaimUID")
+        found = assess(view.member(primary), primary, view.others(primary), promoted_on)
+        if found.state == "suspect":
+            found = self._confirm_cut_off(steps, view, primary, found)
+        if found.state == "available":
+            out.roles["primaryLostSince"] = None
+            return
+        now = self.w.now()
+        since = parse_time(status.get("primaryLostSince")) or now
+        out.roles["primaryLostSince"] = format_time(since)
+        at = due(since, now, spec.failover.after_seconds, immediate=found.immediate)
+        if not spec.failover.enabled:
+            message = f"{found.message} (since {format_time(since)}); spec.failover.enabled is false"
+            out.problems.append(Problem(found.reason, message, fatal=False))
+            return
+        if now < at:
+            message = f"{found.message} (since {format_time(since)}); failing over at {format_time(at)}"
+            out.problems.append(Problem(found.reason, message, fatal=False))
+            out.requeue_after = (at - now).total_seconds()
+            return
+        steps.failover(primary, found)
+
+    def _confirm_cut_off(self, steps: Any, view: View, primary: str, found: Assessment) -> Assessment:
+        observed = {m.name: o for m in view.others(primary) if (o := steps.observe(m.name))}
+        connection = {n: o for n, o in observed.items() if o.io_errno in CONNECTION_ERRNOS}
+        message = cut_off(connection) if len(connection) == len(observed) else None
+        if message is None:
+            return Assessment("available")
+        return Assessment("lost", found.reason, f"pod {primary} is ready, but {message}")
+
+    # -- labels ---------------------------------------------------------------------------------
+
+    def label(self, view: View, primary: str, promoted_on: str | None, *, moving: bool) -> None:
+        """Each database pod's role label as the record says: no primary while one is being moved, nor
+        one on a data volume that is not the one it was promoted on."""
+        for name, pod in view.pods.items():
+            is_primary = name == primary and not moving
+            if is_primary and promoted_on and view.claims.get(name) not in (None, promoted_on):
+                is_primary = False
+            wanted = PRIMARY if is_primary else REPLICA
+            if (pod["metadata"].get("labels") or {}).get(ROLE_LABEL) == wanted or pod["metadata"].get(
+                "deletionTimestamp"
+            ):
+                continue
+            patch = {"metadata": {"labels": {ROLE_LABEL: wanted}}}
+            self.w.client.patch_merge(Pod, view.namespace, name, patch)
+            log.info("labelled", extra={"pod": name, "namespace": view.namespace, "role": wanted})
+
+    def _server_user(self, view: View, pod: str) -> str | None:
+        """uid:gid of the image's `mysql` user (the datadir's owner, whom the backup pods run as); asked
+        once, when the primary is first recorded. None when it cannot be told (the backups then use
+        the official images' 999:999)."""
+        try:
+            result = run(self.executor, view, pod, actions.SERVER_USER)
+        except ExecError as exc:
+            log.info("server user unknown", extra={"pod": pod, "error": str(exc)})
+            return None
+        owner = result.stdout.strip()
+        return owner if result.code == 0 and re.fullmatch(r"[1-9][0-9]*:[0-9]+", owner) else None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _view(self, cluster: Obj) -> View:
+        meta = cluster["metadata"]
+        namespace, names = meta["namespace"], resources.Names(meta["name"])
+        pods = {
+            p["metadata"]["name"]: p
+            for p in self.w.client.list(Pod, namespace, resources.database_selector(meta["name"]))
+        }
+        claims: dict[str, str | None] = {}
+        for name in pods:
+            claim = self.w.client.get(PersistentVolumeClaim, namespace, names.data_claim(name))
+            claims[name] = claim["metadata"].get("uid") if claim else None
+        return View(namespace, names, pods, claims)
+
+    def _switchover_target(self, cluster: Obj, view: View) -> str | None:
+        value = ((cluster["metadata"].get("annotations") or {}).get(SWITCHOVER_ANNOTATION) or "").strip()
+        if not value:
+            return None
+        return view.names.pod(int(value)) if value.isdigit() else value

@@ -1,0 +1,380 @@
+"""Who is primary, and how it moves: the role pass of the reconciler (controller/roles.py, failover.py)
+on the in-memory apiserver, with the database servers as a fake executor and the clock stepped by hand.
+
+The servers answer the operator's exec scripts (database/actions.py) from a small model: each knows
+whether it is read-only, what GTIDs it applied and received, and whether it replicates. A server listed
+in `unreachable` cannot be exec'd into.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from operator_fakes import Clock, FakeKube, RecordingEvents, cluster, database_pod, rollout_completed
+
+from mysql_operator.api.v1 import SWITCHOVER_ANNOTATION
+from mysql_operator.controller.kinds import MySQLCluster, PersistentVolumeClaim, Pod
+from mysql_operator.controller.reconciler import MySQLClusterReconciler
+from mysql_operator.controller.status import DEGRADED, condition
+from mysql_operator.runtime.podexec import ExecError, ExecResult
+from mysql_operator.runtime.types import Key
+
+KEY = Key("ns/db")
+ROLE = "db.example.com/role"
+Obj = dict[str, Any]
+
+
+@dataclass
+class Server:
+    gtid: str = "0-100-10"
+    received: str = ""
+    replicating: bool = True
+    read_only: bool = True
+    io: str = "Yes"
+    errno: str = "0"
+
+
+@dataclass
+class Servers:
+    """The fake executor: the model of every server, and what the operator ran where."""
+
+    servers: dict[str, Server] = field(default_factory=dict)
+    unreachable: set[str] = field(default_factory=set)
+    ran: list[tuple[str, str]] = field(default_factory=list)
+
+    def run(self, namespace: str, pod: str, script: str, *, timeout: float) -> ExecResult:
+        if pod in self.unreachable:
+            raise ExecError(f"exec in {namespace}/{pod}: 500 container not found")
+        if "id -u mysql" in script:
+            self.ran.append((pod, "server-user"))
+            return ExecResult(0, "105:107\n", "")
+        s = self.servers[pod]
+        action = next(
+            a for a in ("variables", "fenced", "applied", "replication-ended", "repointed") if a in script
+        )
+        self.ran.append((pod, action))
+        if action == "variables":
+            replica = ""
+            if s.replicating:
+                replica = (
+                    "*************************** 1. row ***************************\n"
+                    f"  Slave_IO_Running: {s.io}\n  Slave_SQL_Running: Yes\n  Last_IO_Errno: {s.errno}\n"
+                    f"  Last_IO_Error: {'cannot connect' if s.errno != '0' else ''}\n"
+                    f"  Gtid_IO_Pos: {s.received}\n"
+                )
+            out = (
+                f"== variables\nread_only\t{int(s.read_only)}\ngtid_current_pos\t{s.gtid}\n"
+                f"== replica\n{replica}== end\n"
+            )
+            return ExecResult(0, out, "")
+        if action == "fenced":
+            s.read_only = True
+        if action == "applied":
+            s.gtid = s.received or s.gtid
+        if action == "replication-ended":
+            s.replicating = False
+        return ExecResult(0, action + "\n", "")
+
+
+@pytest.fixture
+def servers() -> Servers:
+    return Servers()
+
+
+@pytest.fixture
+def reconciler(
+    kube: FakeKube, events: RecordingEvents, clock: Clock, servers: Servers
+) -> MySQLClusterReconciler:
+    return MySQLClusterReconciler(kube, recorder=events, now=clock, executor=servers)  # type: ignore[arg-type]
+
+
+def pod_body(*, ready: bool = True, running: bool = True) -> Obj:
+    state = {"running": {}} if running else {"waiting": {"reason": "ContainerCreating"}}
+    return {
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": [{"name": "mysql", "state": state}],
+        }
+    }
+
+
+def set_pod(kube: FakeKube, ordinal: int, **state: Any) -> None:
+    """Pod `ordinal` in the state given, its labels as they are (the operator's)."""
+    current = kube.peek(Pod, "ns", f"db-mysql-{ordinal}")
+    body = database_pod(ordinal, **pod_body(**state))
+    if current is not None:
+        body["metadata"]["labels"] = current["metadata"]["labels"]
+        body["metadata"]["uid"] = current["metadata"]["uid"]
+    kube.put(Pod, body)
+
+
+def claim(kube: FakeKube, ordinal: int, uid: str) -> None:
+    kube.put(
+        PersistentVolumeClaim,
+        {"metadata": {"name": f"data-db-mysql-{ordinal}", "namespace": "ns", "uid": uid}},
+    )
+
+
+def role(kube: FakeKube, ordinal: int) -> str | None:
+    pod = kube.peek(Pod, "ns", f"db-mysql-{ordinal}")
+    return ((pod or {}).get("metadata", {}).get("labels") or {}).get(ROLE)
+
+
+def status(kube: FakeKube) -> Obj:
+    return (kube.peek(MySQLCluster, "ns", "db") or {}).get("status") or {}
+
+
+@pytest.fixture
+def running(kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers) -> MySQLClusterReconciler:
+    """A three-pod cluster that has run: pod 0 labelled primary, recorded, the others replicas."""
+    kube.put(MySQLCluster, cluster(replicas=3, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    rollout_completed(kube, replicas=3)
+    for ordinal in range(3):
+        claim(kube, ordinal, f"claim-{ordinal}")
+        set_pod(kube, ordinal, ready=ordinal != 0)  # pod 0: ready once labelled primary
+        servers.servers[f"db-mysql-{ordinal}"] = Server(replicating=ordinal != 0)
+    reconciler.reconcile(KEY)
+    assert [role(kube, i) for i in range(3)] == ["primary", "replica", "replica"]
+    assert "primary" not in status(kube), "recorded once it serves, not before"
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    assert (status(kube)["primary"], status(kube)["primaryClaimUID"]) == ("db-mysql-0", "claim-0")
+    assert status(kube)["datadirOwner"] == "105:107", "the backup pods' user, asked once"
+    servers.ran.clear()
+    reconciler.reconcile(KEY)
+    assert servers.ran == [], "a healthy cluster is never exec'd into"
+    return reconciler
+
+
+def test_a_primary_that_never_served_is_starting_not_lost(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, clock: Clock
+) -> None:
+    kube.put(MySQLCluster, cluster(replicas=2))
+    reconciler.reconcile(KEY)
+    set_pod(kube, 0, ready=False, running=False)  # a slow image pull, a long restore
+    clock.advance(3600)
+    result = reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and "primary" not in status(kube)
+    assert condition(status(kube), DEGRADED)["status"] == "False" and result.requeue_after is None
+
+
+def test_a_lost_primary_is_replaced_after_the_wait_by_the_replica_that_received_most(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers, events: RecordingEvents
+) -> None:
+    servers.servers["db-mysql-1"].received = "0-100-12"
+    servers.servers["db-mysql-2"].received = "0-100-15"
+    set_pod(kube, 0, ready=False)
+    result = running.reconcile(KEY)
+    degraded = condition(status(kube), DEGRADED)
+    assert (degraded["status"], degraded["reason"]) == ("True", "PrimaryNotReady")
+    assert "failing over at 2026-01-01T00:00:30Z" in degraded["message"]
+    assert result.requeue_after == 30 and servers.ran == []
+    assert role(kube, 0) == "primary", "not fenced while it may come back"
+
+    clock.advance(29)
+    running.reconcile(KEY)
+    assert servers.ran == [] and "failover" not in status(kube)
+    set_pod(kube, 0, ready=False)  # still not ready a second later
+    clock.advance(1)
+    running.reconcile(KEY)
+    record = status(kube)["failover"]
+    assert (record["reason"], record["from"], record["to"], record["phase"]) == (
+        "PrimaryLost",
+        "db-mysql-0",
+        "db-mysql-2",
+        "Repointing",
+    )
+    assert "0-100-15" in record["message"]
+    ran = servers.ran
+    assert ran.index(("db-mysql-0", "fenced")) < ran.index(("db-mysql-2", "applied"))
+    assert ran.index(("db-mysql-2", "applied")) < ran.index(("db-mysql-2", "replication-ended"))
+    assert servers.servers["db-mysql-0"].read_only and not servers.servers["db-mysql-2"].replicating
+    assert (status(kube)["primary"], status(kube)["primaryClaimUID"]) == ("db-mysql-2", "claim-2")
+    assert [role(kube, i) for i in range(3)] == ["replica", "replica", "primary"]
+
+    assert running.reconcile(KEY).requeue_after == 2, "until its sidecar has made it writable"
+    assert (
+        status(kube)["failover"]["phase"] == "Repointing" and ("db-mysql-1", "repointed") not in servers.ran
+    )
+    servers.servers["db-mysql-2"].read_only = False  # its sidecar saw the label
+    running.reconcile(KEY)
+    assert status(kube)["failover"]["phase"] == "Completed"
+    assert ("db-mysql-1", "repointed") in servers.ran
+    assert ("Warning", "FailedOver") in [(t, r) for t, r, _ in events.events]
+    assert condition(status(kube), DEGRADED)["status"] == "False"
+
+
+def test_a_primary_on_a_replaced_volume_is_replaced_at_once_and_never_labelled_primary(
+    kube: FakeKube, running: MySQLClusterReconciler, servers: Servers
+) -> None:
+    claim(kube, 0, "claim-new")  # pod 0 and its claim deleted: the StatefulSet made both anew
+    set_pod(kube, 0, ready=False)
+    servers.servers["db-mysql-0"] = Server(gtid="", replicating=False)
+    servers.servers["db-mysql-1"].received = "0-100-11"
+    running.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-1"
+    assert role(kube, 0) == "replica", "an empty datadir is never served as primary"
+
+
+def test_a_primary_that_cannot_be_fenced_blocks_the_promotion(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers
+) -> None:
+    set_pod(kube, 0, ready=False)  # its server still runs: it could still take writes
+    servers.unreachable.add("db-mysql-0")
+    running.reconcile(KEY)
+    clock.advance(30)
+    result = running.reconcile(KEY)
+    degraded = condition(status(kube), DEGRADED)
+    assert degraded["reason"] == "FenceFailed" and "db-mysql-0" in degraded["message"]
+    assert status(kube)["primary"] == "db-mysql-0" and status(kube)["failover"]["phase"] == "Fencing"
+    assert not any(a in ("applied", "replication-ended") for _, a in servers.ran)
+    assert role(kube, 0) == "replica" and "primary" not in [role(kube, 1), role(kube, 2)]
+    assert result.requeue_after == 10
+
+    set_pod(kube, 0, ready=False, running=False)  # its server stopped: it restarts read-only
+    running.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-1"
+
+
+def test_replicas_that_diverged_are_reported_not_promoted(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers
+) -> None:
+    servers.servers["db-mysql-1"].received = "0-100-12,1-101-1"
+    servers.servers["db-mysql-2"].received = "0-100-15"
+    set_pod(kube, 0, ready=False)
+    running.reconcile(KEY)
+    clock.advance(30)
+    running.reconcile(KEY)
+    degraded = condition(status(kube), DEGRADED)
+    assert degraded["reason"] == "ReplicasDiverged" and "0-100-15" in degraded["message"]
+    assert status(kube)["primary"] == "db-mysql-0" and "failover" not in status(kube)
+
+
+def test_with_failover_off_a_lost_primary_is_only_reported(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers
+) -> None:
+    live = kube.peek(MySQLCluster, "ns", "db")
+    assert live is not None
+    live["spec"]["failover"] = {"enabled": False}
+    kube.put(MySQLCluster, live)
+    set_pod(kube, 0, ready=False)
+    clock.advance(3600)
+    running.reconcile(KEY)
+    degraded = condition(status(kube), DEGRADED)
+    assert degraded["reason"] == "PrimaryNotReady" and "spec.failover.enabled is false" in degraded["message"]
+    assert servers.ran == []
+
+
+def test_replicas_cut_off_from_a_ready_primary_fail_it_over(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers
+) -> None:
+    """The primary's pod network is gone, its kubelet is not: it stays ready."""
+    for ordinal in (1, 2):
+        set_pod(kube, ordinal, ready=False)
+        servers.servers[f"db-mysql-{ordinal}"].io, servers.servers[f"db-mysql-{ordinal}"].errno = (
+            "Connecting",
+            "2003",
+        )
+    running.reconcile(KEY)
+    degraded = condition(status(kube), DEGRADED)
+    assert degraded["reason"] == "ReplicasCutOff" and "lost its connection" in degraded["message"]
+    clock.advance(30)
+    running.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-1"
+    assert ("db-mysql-0", "fenced") in servers.ran, "fenced through its kubelet, not its network"
+
+
+def test_replicas_unready_for_another_reason_do_not_fail_a_primary_over(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers
+) -> None:
+    for ordinal in (1, 2):
+        set_pod(kube, ordinal, ready=False)  # e.g. a SQL thread error; the IO threads are fine
+    running.reconcile(KEY)
+    clock.advance(300)
+    running.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-0" and "failover" not in status(kube)
+
+
+def test_a_switchover_fences_catches_up_promotes_and_forgets_the_annotation(
+    kube: FakeKube, running: MySQLClusterReconciler, servers: Servers, events: RecordingEvents
+) -> None:
+    servers.servers["db-mysql-0"] = Server(gtid="0-100-20", replicating=False, read_only=False)
+    live = kube.peek(MySQLCluster, "ns", "db")
+    assert live is not None
+    live["metadata"]["annotations"] = {SWITCHOVER_ANNOTATION: "1"}
+    kube.put(MySQLCluster, live)
+    running.reconcile(KEY)
+    record = status(kube)["failover"]
+    assert (record["reason"], record["to"], record["position"]) == ("Switchover", "db-mysql-1", "0-100-20")
+    assert servers.servers["db-mysql-0"].read_only, "no write after the catch-up point"
+    assert (
+        status(kube)["primary"] == "db-mysql-1" and role(kube, 1) == "primary" and role(kube, 0) == "replica"
+    )
+    servers.servers["db-mysql-1"].read_only = False  # its sidecar saw the label
+    running.reconcile(KEY)
+    assert status(kube)["failover"]["phase"] == "Completed"
+    assert SWITCHOVER_ANNOTATION not in (kube.peek(MySQLCluster, "ns", "db") or {})["metadata"].get(
+        "annotations", {}
+    )
+    assert ("Normal", "SwitchedOver") in [(t, r) for t, r, _ in events.events]
+
+
+def test_a_switchover_to_a_pod_that_is_not_a_ready_replica_is_refused(
+    kube: FakeKube, running: MySQLClusterReconciler, servers: Servers
+) -> None:
+    live = kube.peek(MySQLCluster, "ns", "db")
+    assert live is not None
+    live["metadata"]["annotations"] = {SWITCHOVER_ANNOTATION: "db-mysql-7"}
+    kube.put(MySQLCluster, live)
+    running.reconcile(KEY)
+    degraded = condition(status(kube), DEGRADED)
+    assert degraded["reason"] == "SwitchoverRefused" and "db-mysql-7" in degraded["message"]
+    assert servers.ran == [] and status(kube)["primary"] == "db-mysql-0"
+
+
+def test_a_running_replica_that_does_not_answer_holds_the_failover(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers
+) -> None:
+    """It may have received more than any that answers: promoting another could lose that."""
+    set_pod(kube, 0, ready=False)
+    running.reconcile(KEY)
+    clock.advance(30)
+    servers.unreachable.add("db-mysql-1")
+    servers.servers["db-mysql-1"].received = "0-100-20"
+    running.reconcile(KEY)
+    degraded = condition(status(kube), DEGRADED)
+    assert degraded["reason"] == "FailoverWaiting" and "db-mysql-1" in degraded["message"]
+    assert "failover" not in status(kube) and status(kube)["primary"] == "db-mysql-0"
+    servers.unreachable.clear()
+    running.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-1"
+
+
+def test_a_failover_interrupted_after_fencing_goes_on_from_its_record(
+    kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers
+) -> None:
+    set_pod(kube, 0, ready=False)
+    running.reconcile(KEY)
+    clock.advance(30)
+    servers.servers["db-mysql-2"].received = "0-100-20"
+    # The operator dies after the fence is recorded: the next record (Promoting) is refused.
+    original = running.writer.record
+    calls: list[dict[str, Any]] = []
+
+    def record_then_crash(cluster_obj: Obj, fields: Obj) -> Obj:
+        calls.append(fields)
+        if len(calls) == 2:
+            raise RuntimeError("operator killed")
+        return original(cluster_obj, fields)
+
+    running.writer.record = record_then_crash  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        running.reconcile(KEY)
+    assert status(kube)["failover"]["phase"] == "Fencing"
+    running.writer.record = original  # type: ignore[method-assign]
+    running.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-2" and status(kube)["failover"]["phase"] == "Repointing"
+    assert servers.ran.count(("db-mysql-0", "fenced")) == 2, "the step taken again: idempotent"
