@@ -48,7 +48,10 @@ MYSQL_VERSIONS = ("8.0", "8.4")
 
 DOCKERFILE = """FROM {busybox}
 COPY mysqlstandin /usr/local/bin/mysqlstandin
-RUN mkdir -p /var/lib/mysql /etc/mysql/conf.d /docker-entrypoint-initdb.d \\
+RUN echo 'mysql:x:999:999:MySQL Server:/var/lib/mysql:/bin/false' >> /etc/passwd \\
+ && echo 'mysql:x:999:' >> /etc/group \\
+ && mkdir -p /var/lib/mysql /etc/mysql/conf.d /docker-entrypoint-initdb.d \\
+ && chown 999:999 /var/lib/mysql \\
  && for c in mysqld mysqladmin mysqldump mysql; do ln -s mysqlstandin /usr/local/bin/$c; done \\
  && printf '#!/bin/sh\\nexec "$@"\\n' > /usr/local/bin/docker-entrypoint.sh \\
  && chmod 755 /usr/local/bin/docker-entrypoint.sh

@@ -33,13 +33,16 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,6 +107,10 @@ func mysqld(datadir, port string) int {
 	confDir := env("MYSQL_CONF_DIR", "/etc/mysql/conf.d")
 	s.loadConfig(confDir)
 	logf("%s starting, server-id %s", version, s.vars["server_id"])
+	if err := becomeMySQLUser(datadir); err != nil {
+		logf("%v", err)
+		return 1
+	}
 	fresh, err := initDatadir(datadir)
 	if err != nil {
 		logf("%v", err)
@@ -143,6 +150,45 @@ func mysqld(datadir, port string) int {
 	}
 	fmt.Print("mysqld: ", state)
 	return 0
+}
+
+// becomeMySQLUser does what the official images' entrypoint does before it starts the server (chown
+// the datadir, then `gosu mysql`): started as root, the server runs as the image's mysql user, so the
+// datadir is that user's, as the backup pods (restricted, run as the datadir's owner) expect. No mysql
+// user in the image, or not root: nothing changes.
+func becomeMySQLUser(datadir string) error {
+	if os.Getuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("mysql")
+	if err != nil {
+		return nil
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("mysql user %s:%s: not numeric", u.Uid, u.Gid)
+	}
+	err = filepath.WalkDir(datadir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("chown %s to mysql: %w", datadir, err)
+	}
+	if err := syscall.Setgroups([]int{gid}); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return fmt.Errorf("setgid %d: %w", gid, err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("setuid %d: %w", uid, err)
+	}
+	logf("running as mysql (%d:%d)", uid, gid)
+	return nil
 }
 
 var configLine = regexp.MustCompile(`(?m)^\s*(server[-_]id|read[-_]only|super[-_]read[-_]only)\s*=\s*(\w+)\s*$`)
