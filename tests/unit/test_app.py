@@ -119,6 +119,7 @@ def test_bad_input_is_one_line_naming_it_and_exit_2(
         (["--queue-qps", "0"], "--queue-qps: must be > 0"),
         (["--queue-burst", "0"], "--queue-burst: must be at least 1"),
         (["--leader-elect"], "--leader-election-namespace"),
+        (["--webhook-memory-budget", "0"], "--webhook-memory-budget: must be at least 1 (MiB)"),
     ],
 )
 def test_bad_runtime_flags_are_one_line_naming_them_and_exit_2(

@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from envtest import eventually
 from envtest.pki import CertificateAuthority
 from mysql_operator.runtime import CertLoadError, ServerOptions, WebhookServer, allow, deny
+from mysql_operator.runtime.budget import parsed_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG = 20.0
@@ -319,6 +321,82 @@ def test_connections_over_the_limit_wait_until_a_slot_frees(serve: Callable[...,
     holder.close()
     # ... and is served as soon as the slot frees.
     assert done.wait(HANG) and result == [200]
+
+
+# -- memory budget ------------------------------------------------------------------------------------
+
+MEMORY = 3 * 1024 * 1024
+"""A budget of 3 MiB: 1 MiB for bodies' bytes, 2 MiB for parses."""
+
+
+def hostile_review(items: int) -> bytes:
+    """An AdmissionReview holding `[{},{},…]`: ~25 times its size once parsed."""
+    return json.dumps(admission_review(items=[{}] * items)).encode()
+
+
+def test_a_body_that_could_never_fit_the_memory_budget_gets_413(serve: Callable[..., Served]) -> None:
+    s = serve(memory_budget=MEMORY)
+    sock = s.tls()
+    # Over the pool for bodies by its length alone: refused from the header, nothing read.
+    resp = raw_request(sock, "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 1100000\r\n")
+    assert resp.status == 413 and "memory for bodies (1.0 MiB)" in json.loads(resp.read())["message"]
+    assert closed_by_peer(sock)
+    # Under it by length, over the pool for parses once its cost is counted.
+    hostile = hostile_review(20_000)
+    assert len(hostile) < 1024 * 1024
+    status, reply = s.post("/validate", hostile)
+    assert status == 413 and "over the webhook server's memory for parses (2.0 MiB)" in reply["message"]
+    assert s.server.memory.in_use == 0 and s.post("/validate", admission_review())[0] == 200
+
+
+def test_a_request_waits_for_memory_then_is_served(serve: Callable[..., Served]) -> None:
+    s = serve(memory_budget=MEMORY)
+    bodies = s.server.memory.bodies
+    taken = bodies.reserve(bodies.total, deadline=float("inf"))
+    assert taken is not None
+    result: list[int] = []
+    waiter = threading.Thread(target=lambda: result.append(s.post("/validate", admission_review())[0]))
+    waiter.start()
+    eventually(lambda: bodies.waiting == 1, timeout=HANG)  # its body's bytes wait for room
+    assert not result
+    taken.release()
+    waiter.join(HANG)
+    assert result == [200] and s.server.memory.in_use == 0 and bodies.peak == bodies.total
+
+
+def test_many_bodies_that_each_need_most_of_the_parse_pool_are_all_served_in_turn(
+    serve: Callable[..., Served],
+) -> None:
+    # Each body is read (its bytes held) before its parse waits; with one pool for both, every
+    # request would hold a little and wait for the rest, and none would get it.
+    s = serve(memory_budget=MEMORY)
+    parses = s.server.memory.parses
+    body = hostile_review(1500)
+    cost = 2 * parsed_bound(body) - len(body)
+    assert parses.total // 2 < cost <= parses.total and 16 * len(body) < s.server.memory.bodies.total
+    codes: list[int] = []
+    posts = [threading.Thread(target=lambda: codes.append(s.post("/validate", body)[0])) for _ in range(16)]
+    for t in posts:
+        t.start()
+    for t in posts:
+        t.join(HANG * 3)
+    assert codes == [200] * 16 and s.server.memory.in_use == 0 and parses.peak <= parses.total
+
+
+def test_a_request_that_finds_no_memory_before_its_read_deadline_gets_503(
+    serve: Callable[..., Served],
+) -> None:
+    s = serve(memory_budget=MEMORY, read_timeout=1.0)
+    bodies = s.server.memory.bodies
+    taken = bodies.reserve(bodies.total, deadline=float("inf"))
+    assert taken is not None
+    sock = s.tls()
+    body = json.dumps(admission_review()).encode()
+    resp = raw_request(sock, f"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n", body)
+    assert resp.status == 503 and resp.getheader("Retry-After") == "1"
+    assert "retry" in json.loads(resp.read())["message"] and closed_by_peer(sock)
+    taken.release()
+    assert s.post("/validate", admission_review())[0] == 200
 
 
 # -- certificate reload -------------------------------------------------------------------------------

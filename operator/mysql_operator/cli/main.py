@@ -22,6 +22,7 @@ from ..database import images
 from ..runtime.leader import NoElectionNamespace, election_namespace
 from ..runtime.manager import ManagerError
 from ..runtime.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from ..runtime.webhook import MiB, ServerOptions
 from . import logs
 from .kubeconfig import UsageError, client_factory, load_config, one_line
 
@@ -93,6 +94,14 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--webhook-port", type=int, default=9443, help="webhook HTTPS port (with --cert-dir)")
     run.add_argument("--webhook-bind-address", default="0.0.0.0", help="webhook listen address")
+    run.add_argument(
+        "--webhook-memory-budget",
+        type=int,
+        default=ServerOptions.memory_budget // MiB,
+        metavar="MIB",
+        help="MiB that webhook request bodies and their parses may hold at once (keep it well under the "
+        "container's memory limit; 96 fits the Deployment's 256 MiB)",
+    )
     run.add_argument("--backup-image", help=f"final-backup Job image, versioned (${images.BACKUP_ENV})")
     migrate = sub.add_parser(
         "migrate-storage",
@@ -161,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ManagerOptions validates ports
         raise UsageError(str(exc)) from exc
     hooks = None
+    if args.webhook_memory_budget < 1:
+        raise UsageError(
+            f"--webhook-memory-budget: must be at least 1 (MiB), got {args.webhook_memory_budget}"
+        )
     if args.cert_dir:
         from ..webhooks.server import from_cert_dir
 
@@ -170,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
                 client_factory(config),
                 bind_address=args.webhook_bind_address,
                 port=args.webhook_port,
+                options=ServerOptions(memory_budget=args.webhook_memory_budget * MiB),
                 # controller-runtime's webhook metrics, on the manager's /metrics.
                 registry=manager.registry,
             )

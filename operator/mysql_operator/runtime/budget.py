@@ -1,13 +1,19 @@
 """The memory a webhook server may spend on request bodies at once, and what a body will cost.
 
-A body is held twice over while it is answered: its bytes, then the Python objects `json.loads` makes of
-them, which for hostile JSON are far larger (`[{},{},…]`: 3 bytes of JSON, a 64-byte dict and an 8-byte
-pointer each — ~25x). So every request reserves, from one `MemoryBudget` shared by all connections,
-first its Content-Length (before a byte of the body is read), then `parsed_bound(body)` (before it is
-parsed): an upper bound computed from the body's bytes in C-speed `bytes.count` passes, so a body too
-costly to parse is refused (413) before it costs anything. A request that finds the budget taken waits
-for it, within its read deadline, then is refused with 503: memory stays under the budget whatever
-arrives, at the price of latency (or a retried call) under a flood.
+A body is held twice over while it is answered: its bytes, then the Python objects `json.loads` makes of them,
+which for hostile JSON are far larger (`[{},{},…]`: 3 bytes of JSON, a 64-byte dict and an 8-byte pointer each
+— ~25x). So the server's `RequestMemory` has two pools shared by all connections, and every request reserves
+from them in turn: from `bodies`, its Content-Length, before a byte of the body is read; then from `parses`,
+what parsing and answering it can cost beyond those bytes (`request_cost(body) - len(body)`: twice
+`parsed_bound(body)`, an upper bound computed from the body's bytes in C-speed `bytes.count` passes), before
+it is parsed. A body that could never fit its pool is refused (413) before it costs anything; a request that
+finds a pool taken waits for it, within its read deadline, then is refused with 503. Memory stays under the
+two pools' sum whatever arrives, at the price of latency (or a retried call) under a flood.
+
+Why two pools and not one: a request waits for its parse while holding its body's bytes (they are in memory
+either way). From one pool, 64 bodies read at once could each hold a little and each wait for the rest, and
+none would ever get it. A parse reservation waits on nothing once taken, so the `parses` pool always frees
+up, and every waiting request gets its turn.
 
 The bound is an over-estimate by construction (every `{` counted as a dict, every `"` pair as a string,
 every `:` as a dict entry with a boxed value, every `,` as a list slot and a boxed value); its constants
@@ -52,6 +58,12 @@ def parsed_bound(body: bytes) -> int:
     )
 
 
+def request_cost(body: bytes) -> int:
+    """What one request may hold at its peak: its parse, and as much again for what the handler makes
+    of it (a conversion's converted objects, then the reply serialised as str and as bytes)."""
+    return 2 * parsed_bound(body)
+
+
 class MemoryBudget:
     """Bytes shared by every request of one server; `reserve` waits for room, `Hold.release` returns it.
 
@@ -63,6 +75,7 @@ class MemoryBudget:
             raise ValueError(f"MemoryBudget: total must be at least 1 byte, got {total}")
         self.total = total
         self._in_use = 0
+        self._waiting = 0
         self._cond = threading.Condition()
         self.peak = 0
         """The most ever held at once (for tests and benchmarks)."""
@@ -72,16 +85,26 @@ class MemoryBudget:
         with self._cond:
             return self._in_use
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for room right now."""
+        with self._cond:
+            return self._waiting
+
     def _take(self, n: int, deadline: float) -> bool:
         """Add `n` to what is held once there is room, waiting until `deadline` (monotonic seconds)."""
         if n > self.total:
             return False
         with self._cond:
-            while self._in_use + n > self.total:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
+            self._waiting += 1
+            try:
+                while self._in_use + n > self.total:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+            finally:
+                self._waiting -= 1
             self._in_use += n
             self.peak = max(self.peak, self._in_use)
             return True
@@ -94,6 +117,29 @@ class MemoryBudget:
     def reserve(self, n: int, deadline: float) -> Hold | None:
         """A hold of `n` bytes, or None when `n` is over the whole budget or no room came in time."""
         return Hold(self, n) if self._take(n, deadline) else None
+
+
+BODIES_SHARE = 3
+"""`RequestMemory(total)` gives a third of `total` to bodies' bytes, the rest to parses."""
+
+
+class RequestMemory:
+    """A webhook server's two pools (see the module docstring): `bodies`, then `parses`."""
+
+    def __init__(self, total: int) -> None:
+        if total < BODIES_SHARE:
+            raise ValueError(f"RequestMemory: total must be at least {BODIES_SHARE} bytes, got {total}")
+        self.total = total
+        self.bodies = MemoryBudget(total // BODIES_SHARE)
+        self.parses = MemoryBudget(total - total // BODIES_SHARE)
+
+    @property
+    def in_use(self) -> int:
+        return self.bodies.in_use + self.parses.in_use
+
+    @property
+    def waiting(self) -> int:
+        return self.bodies.waiting + self.parses.waiting
 
 
 class Hold:

@@ -1,10 +1,13 @@
 """The HTTP/1.1 requests of one webhook connection, read and written against deadlines.
 
-http.server parses the request line and headers (each line and the header count are bounded there);
-what it leaves open is added here: a body is read only when its Content-Length is present, one
-decimal number and under the path's cap (else 411, 400 or 413, and the connection closes, since the
-body is still in it); every timeout is a deadline for a whole phase, not for each recv(): a socket
-timeout alone restarts with every byte, which is exactly what a slow-drip client exploits.
+http.server parses the request line and headers (each line and the header count are bounded there); what it
+leaves open is added here: a body is read only when its Content-Length is present, one decimal number and
+under the path's cap (else 411, 400 or 413, and the connection closes, since the body is still in it), and
+only once the server's memory pool for bodies holds its bytes; it is parsed only once its pool for parses
+holds what parsing and answering it can cost (`budget.RequestMemory`: 413 when that is over the whole pool,
+503 with Retry-After when no room comes before the read deadline); every timeout is a deadline for a whole
+phase, not for each recv(): a socket timeout alone restarts with every byte, which is exactly what a
+slow-drip client exploits.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
+from .budget import Hold, MemoryBudget, RequestMemory, request_cost
+
 log = logging.getLogger(__name__)
 
 
@@ -36,6 +41,9 @@ class Timeouts:
 
 class Host(Protocol):
     """What an exchange needs of its server."""
+
+    memory: RequestMemory
+    """Shared by every connection: what bodies and their parses may hold at once."""
 
     def body_cap(self, path: str) -> int | None:
         """Largest body ``path`` accepts; None when nothing is served there (404)."""
@@ -87,12 +95,50 @@ class Exchange(BaseHTTPRequestHandler):
         length = self._length(path, cap)
         if length is None:
             return
-        body = self.rfile.read(length)
-        if len(body) < length:  # the peer closed mid-body
-            self.close_connection = True
-            return
-        self.deadlines.request_read()
-        self._reply(*self.host.dispatch(path, body))
+        held: list[Hold] = []
+        try:
+            if not self._reserve(held, self.host.memory.bodies, length, "bodies"):
+                return
+            body = self.rfile.read(length)
+            if len(body) < length:  # the peer closed mid-body
+                self.close_connection = True
+                return
+            cost = request_cost(body) - len(body)
+            if not self._reserve(held, self.host.memory.parses, cost, "parses", body_bytes=len(body)):
+                return
+            self.deadlines.request_read()
+            self._reply(*self.host.dispatch(path, body))
+        finally:
+            for hold in held:
+                hold.release()
+
+    def _reserve(
+        self, held: list[Hold], pool: MemoryBudget, n: int, name: str, *, body_bytes: int | None = None
+    ) -> bool:
+        """Hold `n` bytes of `pool` (into `held`); else reply (413: never fits, 503: no room in time)."""
+        if n > pool.total:
+            what = (
+                f"body of {n} bytes"
+                if body_bytes is None
+                else f"body of {body_bytes} bytes could take {_size(n)} once parsed,"
+            )
+            message = f"{what} over the webhook server's memory for {name} ({_size(pool.total)})"
+            self._reply(413, {"message": message}, close=body_bytes is None)
+            return False
+        hold = pool.reserve(n, self.deadlines.read_deadline)
+        if hold is None:
+            self._busy()
+            return False
+        held.append(hold)
+        return True
+
+    def _busy(self) -> None:
+        self._reply(
+            503,
+            {"message": "the webhook server's memory budget stayed taken until the read deadline; retry"},
+            close=True,
+            retry_after=1,
+        )
 
     def _length(self, path: str, cap: int) -> int | None:
         """The body's length if it may be read; otherwise reply (411, 400, 413) and return None."""
@@ -116,11 +162,15 @@ class Exchange(BaseHTTPRequestHandler):
         """Reply and close: the body, if any, was not read, so the connection cannot carry another."""
         self._reply(status, {"message": message}, close=True)
 
-    def _reply(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
+    def _reply(
+        self, status: int, payload: dict[str, Any], *, close: bool = False, retry_after: int | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
@@ -151,6 +201,11 @@ class Deadlines(io.RawIOBase):
         self._waiting = True
         self._write_deadline = None
 
+    @property
+    def read_deadline(self) -> float:
+        """When the request being read must be in (monotonic seconds); waits for memory end there too."""
+        return self._read_deadline
+
     def request_read(self) -> None:
         """The body is in; the handler runs without a read deadline (it reads nothing)."""
         self._read_deadline = math.inf
@@ -178,6 +233,10 @@ class Deadlines(io.RawIOBase):
 
     def flush(self) -> None:
         pass
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB" if n >= 1024 * 1024 else f"{n / 1024:.1f} KiB"
 
 
 def _left(deadline: float, doing: str) -> float | None:

@@ -17,6 +17,7 @@ a dead or wedged server refuses every write it is registered for):
 | idle timeout       | 120 s between requests              | every keep-alive connection stays open        |
 | write timeout      | 30 s per reply                      | a client that never reads holds its thread    |
 | connections        | 64 at once                          | one thread per connection, unbounded          |
+| memory budget      | 96 MiB for bodies and their parses  | 64 hostile bodies parse into gigabytes (OOM)  |
 
 Connections over the limit **wait**: the accept loop does not call accept() without a free slot, so
 they queue in the kernel's listen backlog (as Go's netutil.LimitListener does) and are served as slots
@@ -32,9 +33,9 @@ client stalls every other for the whole timeout (cherrypy/cheroot#748). Here the
 in the connection's own thread, and each property above is pinned by a test
 (tests/unit/test_operator_webhook_server.py).
 
-Modules: this one accepts and owns connections; `exchange` reads and answers the requests of one
-(deadlines, body cap); `reviews` builds the reviews; `certwatcher` keeps the certificate current.
-"""
+Modules: this one accepts and owns connections; `exchange` reads and answers the requests of one (deadlines,
+body cap, memory); `budget` bounds what bodies may cost at once; `reviews` builds the reviews; `certwatcher`
+keeps the certificate current."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from . import reviews
+from .budget import RequestMemory
 from .certwatcher import CertWatcher
 from .exchange import Exchange, Timeouts
 from .reviews import AdmissionHandler, ConversionHandler, allow, deny
@@ -88,11 +90,22 @@ class ServerOptions:
     """Seconds to write one reply."""
     max_connections: int = 64
     """Connections served at once; more wait in the listen backlog (see the module docstring)."""
+    memory_budget: int = 96 * MiB
+    """Bytes that request bodies and what parsing and answering them can cost may hold at once, over
+    all connections (`budget.RequestMemory`: a third for bodies' bytes, the rest for parses); a
+    request waits for room until its read deadline (503 after it), and one that could never fit gets
+    413. Sized for the Deployment's 256 MiB limit: the
+    process's own ~60 MiB, this, and the allocator's slack stay under it (measured in
+    benchmarks/bench_webhook_memory.py)."""
 
     def __post_init__(self) -> None:
         for name in ("max_admission_bytes", "max_conversion_bytes", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServerOptions.{name}: must be at least 1, got {getattr(self, name)}")
+        if self.memory_budget < MiB:
+            raise ValueError(
+                f"ServerOptions.memory_budget: must be at least 1 MiB, got {self.memory_budget} bytes"
+            )
         for name in ("handshake_timeout", "read_timeout", "idle_timeout", "write_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ServerOptions.{name}: must be positive seconds, got {getattr(self, name)}")
@@ -176,6 +189,8 @@ class WebhookServer:
         self.options = options or ServerOptions()
         o = self.options
         self._timeouts = Timeouts(idle=o.idle_timeout, read=o.read_timeout, write=o.write_timeout)
+        self.memory = RequestMemory(o.memory_budget)
+        """What every connection's bodies and parses hold at once (`budget.RequestMemory`)."""
         self.metrics = WebhookMetrics(registry if registry is not None else CollectorRegistry())
         self._routes: dict[str, _Route] = {}
         self._cond = threading.Condition()  # guards _running.conns, _stopping; notified when they change

@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 
 from ..api import v1, v1beta1
 from ..api.conversion import convert
-from ..runtime.webhook import WebhookServer
+from ..runtime.webhook import ServerOptions, WebhookServer
 from .admission import ApiStorageClasses, default, validate
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ def server(
     *,
     listen: str | None = None,
     port: int = 0,
+    options: ServerOptions | None = None,
     registry: CollectorRegistry | None = None,
 ) -> WebhookServer:
     """All three webhooks on one (not yet started) server. Without `api_factory` the StorageClass
@@ -101,6 +102,7 @@ def server(
         port=port,
         host=certs.host,
         ca_pem=certs.ca_pem,
+        options=options,
         registry=registry,
     )
     hooks.conversion(CONVERT_PATH, convert)
@@ -123,6 +125,7 @@ def from_cert_dir(
     *,
     bind_address: str,
     port: int,
+    options: ServerOptions | None = None,
     registry: CollectorRegistry | None = None,
 ) -> WebhookServer:
     """The deployed form: certificates some other party writes and renews (cert-manager, a bootstrap
@@ -132,4 +135,4 @@ def from_cert_dir(
             raise FileNotFoundError(f"--cert-dir {cert_dir}: no {name}")
     # No CA here: the apiserver learns it from the configurations' caBundle, not from us.
     files = _Files(cert_dir / "tls.crt", cert_dir / "tls.key", host=bind_address)
-    return server(files, api_factory, port=port, registry=registry)
+    return server(files, api_factory, port=port, options=options, registry=registry)
