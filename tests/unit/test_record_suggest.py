@@ -75,6 +75,19 @@ def test_suggestion_from_the_runs_report(tmp_path: Path) -> None:
     _check(_docs(text))
 
 
+def test_several_records_suggest_their_union(tmp_path: Path) -> None:
+    half = len(RECORDED) // 2
+    paths = []
+    for i, part in enumerate((RECORDED[:half], RECORDED[half:])):
+        usage = Usage()
+        usage.add("t", part, {OPERATOR})
+        paths.append(tmp_path / f"rbac-usage-{i}.json")
+        paths[-1].write_text(json.dumps(report(usage, {})))
+    text = suggest.render(paths, "op")
+    assert "the 9 requests recorded" in text
+    _check(_docs(text))  # what either half alone would not cover
+
+
 def test_suggestion_from_an_artifacts_folder_and_from_an_audit_log(tmp_path: Path) -> None:
     for test in ("t1", "t2"):
         (tmp_path / "out" / test / "record").mkdir(parents=True)

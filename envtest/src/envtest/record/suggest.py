@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,23 @@ def load(path: Path, user: str | None = None) -> tuple[Seen, int, int]:
     return _from_requests(_read_lines(path, user))
 
 
+def load_all(paths: Iterable[Path], user: str | None = None) -> tuple[Seen, int, int]:
+    """`load` of several records at once (a local run's and a kind run's, say): every shape either
+    saw, with the names both saw (None when either kept too many), the requests and denials summed."""
+    seen: Seen = {}
+    total = denied = 0
+    for path in paths:
+        more, n, d = load(path, user)
+        total, denied = total + n, denied + d
+        for shape, names in more.items():
+            if shape not in seen:
+                seen[shape] = None if names is None else set(names)
+            elif seen[shape] is not None:
+                merged = None if names is None else seen[shape] | names  # type: ignore[operator]
+                seen[shape] = merged if merged is None or len(merged) <= 5 else None
+    return seen, total, denied
+
+
 def _verbs(verbs: Iterable[str]) -> list[str]:
     return sorted(set(verbs), key=lambda v: (VERB_ORDER.index(v) if v in VERB_ORDER else len(VERB_ORDER), v))
 
@@ -210,11 +227,13 @@ def roles(seen: Seen, name: str, *, role: bool = False) -> list[dict[str, Any]]:
     return docs
 
 
-def render(path: Path, name: str, *, role: bool = False, user: str | None = None) -> str:
-    seen, total, denied = load(path, user)
+def render(path: Path | Sequence[Path], name: str, *, role: bool = False, user: str | None = None) -> str:
+    paths = [path] if isinstance(path, Path) else list(path)
+    seen, total, denied = load_all(paths, user)
     docs = roles(seen, name, role=role)
     head = [
-        f"# `envtest rbac suggest {path}`: the least rules that allow the {total} requests recorded",
+        f"# `envtest rbac suggest {' '.join(map(str, paths))}`: the least rules that allow the {total} "
+        "requests recorded",
         f"# ({denied} of them denied then); discovery and self-reviews, which everyone may make, left out.",
         "# Not in any request, so not here: `update <owner resource>/finalizers`, which the apiserver checks",
         "# when an object the operator writes has an ownerReference with blockOwnerDeletion: add it if so.",
@@ -234,7 +253,10 @@ def add_parser(sub: Any) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     s = actions.add_parser("suggest", help="print the least Role/ClusterRole covering a record's requests")
     s.add_argument(
-        "record", type=Path, help="rbac-usage.json, a requests.jsonl, an artifacts folder or an audit log"
+        "record",
+        type=Path,
+        nargs="+",
+        help="rbac-usage.json, a requests.jsonl, an artifacts folder or an audit log; several: their union",
     )
     s.add_argument("--name", default="operator", help="name of the roles (default: operator)")
     s.add_argument(
