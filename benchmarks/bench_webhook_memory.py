@@ -143,30 +143,35 @@ def sample(
         "--metrics-port", str(free_port()), "--health-port", str(free_port()),
         "--webhook-memory-budget", str(BUDGETS[mode]), "--log-level", "warning",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while post(port, ca, "/healthz-not-served", b"{}") == "cut":  # 404 once the server answers
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"operator did not serve: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-            time.sleep(0.2)
-        idle = vm_kib(proc.pid, "VmRSS")
-        if flood_name == "admission-max":
-            codes = flood(port, ca, VALIDATE, admission_body(7 * MiB), 8)
-        elif flood_name == "fit":
-            codes = flood(port, ca, VALIDATE, largest_fitting(BUDGETS["on"] * MiB), 64)
-        else:
-            codes = flood(port, ca, "/convert", conversion_body(32 * MiB), 64)
-        peak = vm_kib(proc.pid, "VmHWM")
-        alive = proc.poll() is None
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return {"mode": mode, "flood": flood_name, "idle_rss_mib": idle / 1024, "peak_rss_mib": peak / 1024,
+            deadline = time.monotonic() + 120
+            while post(port, ca, "/healthz-not-served", b"{}") == "cut":  # 404 once the server answers
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    stderr.seek(0)
+                    raise RuntimeError(f"operator did not serve: {stderr.read().decode()[-2000:]}")
+                time.sleep(0.2)
+            idle, started = vm_kib(proc.pid, "VmRSS"), vm_kib(proc.pid, "VmHWM")
+            if flood_name == "admission-max":
+                codes = flood(port, ca, VALIDATE, admission_body(7 * MiB), 8)
+            elif flood_name == "fit":
+                codes = flood(port, ca, VALIDATE, largest_fitting(BUDGETS["on"] * MiB), 64)
+            else:
+                codes = flood(port, ca, "/convert", conversion_body(32 * MiB), 64)
+            alive = proc.poll() is None
+            peak = vm_kib(proc.pid, "VmHWM") if alive else None  # killed (OOM): no peak to read
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return {"mode": mode, "flood": flood_name, "idle_rss_mib": idle / 1024,
+            "startup_peak_rss_mib": started / 1024, "peak_rss_mib": None if peak is None else peak / 1024,
             "codes": codes, "alive_after": alive}  # fmt: skip
 
 
@@ -195,9 +200,10 @@ def main() -> None:
     summary: dict[str, Any] = {}
     for s in samples:
         key = f"{s['flood']}/{s['mode']}"
-        summary.setdefault(key, []).append(s["peak_rss_mib"])
+        if s["peak_rss_mib"] is not None:
+            summary.setdefault(key, []).append(s["peak_rss_mib"])
     medians = {k: round(statistics.median(v), 1) for k, v in summary.items()}
-    worst_on = max(s["peak_rss_mib"] for s in samples if s["mode"] == "on")
+    worst_on = max(s["peak_rss_mib"] or float("inf") for s in samples if s["mode"] == "on")
     verdict = (
         f"budget on: worst peak {worst_on:.0f} MiB, "
         f"{'under' if worst_on * MiB < LIMIT else 'OVER'} the 256 MiB limit"

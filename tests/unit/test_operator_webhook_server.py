@@ -346,7 +346,8 @@ def test_a_body_that_could_never_fit_the_memory_budget_gets_413(serve: Callable[
     assert len(hostile) < 1024 * 1024
     status, reply = s.post("/validate", hostile)
     assert status == 413 and "over the webhook server's memory for parses (2.0 MiB)" in reply["message"]
-    assert s.server.memory.in_use == 0 and s.post("/validate", admission_review())[0] == 200
+    eventually(lambda: s.server.memory.in_use == 0, timeout=HANG)  # released just after the reply
+    assert s.post("/validate", admission_review())[0] == 200
 
 
 def test_a_request_waits_for_memory_then_is_served(serve: Callable[..., Served]) -> None:
@@ -361,7 +362,8 @@ def test_a_request_waits_for_memory_then_is_served(serve: Callable[..., Served])
     assert not result
     taken.release()
     waiter.join(HANG)
-    assert result == [200] and s.server.memory.in_use == 0 and bodies.peak == bodies.total
+    assert result == [200]
+    eventually(lambda: s.server.memory.in_use == 0, timeout=HANG)
 
 
 def test_many_bodies_that_each_need_most_of_the_parse_pool_are_all_served_in_turn(
@@ -380,13 +382,13 @@ def test_many_bodies_that_each_need_most_of_the_parse_pool_are_all_served_in_tur
         t.start()
     for t in posts:
         t.join(HANG * 3)
-    assert codes == [200] * 16 and s.server.memory.in_use == 0 and parses.peak <= parses.total
+    # Each parse was reserved (one at a time: two never fit), and every reservation was given back.
+    assert codes == [200] * 16 and parses.total // 2 < parses.peak <= parses.total
+    eventually(lambda: s.server.memory.in_use == 0, timeout=HANG)
 
 
-def test_a_request_that_finds_no_memory_before_its_read_deadline_gets_503(
-    serve: Callable[..., Served],
-) -> None:
-    s = serve(memory_budget=MEMORY, read_timeout=1.0)
+def test_a_request_that_finds_no_memory_in_time_gets_503(serve: Callable[..., Served]) -> None:
+    s = serve(memory_budget=MEMORY, memory_wait=0.5)
     bodies = s.server.memory.bodies
     taken = bodies.reserve(bodies.total, deadline=float("inf"))
     assert taken is not None

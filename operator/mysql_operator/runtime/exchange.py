@@ -5,7 +5,7 @@ leaves open is added here: a body is read only when its Content-Length is presen
 under the path's cap (else 411, 400 or 413, and the connection closes, since the body is still in it), and
 only once the server's memory pool for bodies holds its bytes; it is parsed only once its pool for parses
 holds what parsing and answering it can cost (`budget.RequestMemory`: 413 when that is over the whole pool,
-503 with Retry-After when no room comes before the read deadline); every timeout is a deadline for a whole
+503 with Retry-After when no room comes within `Timeouts.memory`); every timeout is a deadline for a whole
 phase, not for each recv(): a socket timeout alone restarts with every byte, which is exactly what a
 slow-drip client exploits.
 """
@@ -37,6 +37,8 @@ class Timeouts:
     """Seconds from a request's first byte until its body is in."""
     write: float
     """Seconds to write one reply."""
+    memory: float = math.inf
+    """Seconds a request waits for room in the memory budget (never past its read deadline)."""
 
 
 class Host(Protocol):
@@ -125,7 +127,7 @@ class Exchange(BaseHTTPRequestHandler):
             message = f"{what} over the webhook server's memory for {name} ({_size(pool.total)})"
             self._reply(413, {"message": message}, close=body_bytes is None)
             return False
-        hold = pool.reserve(n, self.deadlines.read_deadline)
+        hold = pool.reserve(n, self.deadlines.memory_deadline())
         if hold is None:
             self._busy()
             return False
@@ -135,7 +137,7 @@ class Exchange(BaseHTTPRequestHandler):
     def _busy(self) -> None:
         self._reply(
             503,
-            {"message": "the webhook server's memory budget stayed taken until the read deadline; retry"},
+            {"message": "the webhook server's memory budget stayed taken; retry"},
             close=True,
             retry_after=1,
         )
@@ -201,10 +203,9 @@ class Deadlines(io.RawIOBase):
         self._waiting = True
         self._write_deadline = None
 
-    @property
-    def read_deadline(self) -> float:
-        """When the request being read must be in (monotonic seconds); waits for memory end there too."""
-        return self._read_deadline
+    def memory_deadline(self) -> float:
+        """Until when a request may wait for memory: `memory` seconds from now, within its read deadline."""
+        return min(self._read_deadline, time.monotonic() + self._timeouts.memory)
 
     def request_read(self) -> None:
         """The body is in; the handler runs without a read deadline (it reads nothing)."""

@@ -93,10 +93,15 @@ class ServerOptions:
     memory_budget: int = 96 * MiB
     """Bytes that request bodies and what parsing and answering them can cost may hold at once, over
     all connections (`budget.RequestMemory`: a third for bodies' bytes, the rest for parses); a
-    request waits for room until its read deadline (503 after it), and one that could never fit gets
+    request waits for room for `memory_wait` seconds (503 after it), and one that could never fit gets
     413. Sized for the Deployment's 256 MiB limit: the
     process's own ~60 MiB, this, and the allocator's slack stay under it (measured in
     benchmarks/bench_webhook_memory.py)."""
+
+    memory_wait: float = 2.0
+    """Seconds a request waits for room in the memory budget before its 503: well under the
+    apiserver's webhook timeout (5 s in webhook.yaml), so the caller still sees the 503 and retries,
+    and no request it already gave up on is parsed for nobody."""
 
     def __post_init__(self) -> None:
         for name in ("max_admission_bytes", "max_conversion_bytes", "max_connections"):
@@ -106,7 +111,7 @@ class ServerOptions:
             raise ValueError(
                 f"ServerOptions.memory_budget: must be at least 1 MiB, got {self.memory_budget} bytes"
             )
-        for name in ("handshake_timeout", "read_timeout", "idle_timeout", "write_timeout"):
+        for name in ("handshake_timeout", "read_timeout", "idle_timeout", "write_timeout", "memory_wait"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ServerOptions.{name}: must be positive seconds, got {getattr(self, name)}")
 
@@ -188,7 +193,9 @@ class WebhookServer:
         configurations' caBundle); the server itself never needs it."""
         self.options = options or ServerOptions()
         o = self.options
-        self._timeouts = Timeouts(idle=o.idle_timeout, read=o.read_timeout, write=o.write_timeout)
+        self._timeouts = Timeouts(
+            idle=o.idle_timeout, read=o.read_timeout, write=o.write_timeout, memory=o.memory_wait
+        )
         self.memory = RequestMemory(o.memory_budget)
         """What every connection's bodies and parses hold at once (`budget.RequestMemory`)."""
         self.metrics = WebhookMetrics(registry if registry is not None else CollectorRegistry())
