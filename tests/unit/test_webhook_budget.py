@@ -112,7 +112,10 @@ def test_a_hold_that_cannot_fit_is_refused_at_once_and_one_out_of_time_too() -> 
     hold = budget.reserve(60, time.monotonic() + 60)
     assert hold is not None
     assert budget.reserve(50, time.monotonic() - 1) is None, "no room, and its deadline passed"
-    assert not hold.grow(41, time.monotonic() - 1) and hold.grow(40, time.monotonic())
+    assert budget.reserve(41, time.monotonic() - 1) is None, "one byte over what is left, out of time"
+    exact = budget.reserve(40, time.monotonic())
+    assert exact is not None and budget.in_use == 100
+    exact.release()
     hold.release()
     hold.release()  # idempotent: the bytes are given back once
     assert budget.in_use == 0

@@ -7,8 +7,8 @@ from them in turn: from `bodies`, its Content-Length, before a byte of the body 
 what parsing and answering it can cost beyond those bytes (`request_cost(body) - len(body)`: twice
 `parsed_bound(body)`, an upper bound computed from the body's bytes in C-speed `bytes.count` passes), before
 it is parsed. A body that could never fit its pool is refused (413) before it costs anything; a request that
-finds a pool taken waits for it, within its read deadline, then is refused with 503. Memory stays under the
-two pools' sum whatever arrives, at the price of latency (or a retried call) under a flood.
+finds a pool taken waits for it (`ServerOptions.memory_wait`), then is refused with 503. Memory stays under
+the two pools' sum whatever arrives, at the price of latency (or a retried call) under a flood.
 
 Why two pools and not one: a request waits for its parse while holding its body's bytes (they are in memory
 either way). From one pool, 64 bodies read at once could each hold a little and each wait for the rest, and
@@ -129,7 +129,6 @@ class RequestMemory:
     def __init__(self, total: int) -> None:
         if total < BODIES_SHARE:
             raise ValueError(f"RequestMemory: total must be at least {BODIES_SHARE} bytes, got {total}")
-        self.total = total
         self.bodies = MemoryBudget(total // BODIES_SHARE)
         self.parses = MemoryBudget(total - total // BODIES_SHARE)
 
@@ -137,22 +136,12 @@ class RequestMemory:
     def in_use(self) -> int:
         return self.bodies.in_use + self.parses.in_use
 
-    @property
-    def waiting(self) -> int:
-        return self.bodies.waiting + self.parses.waiting
-
 
 class Hold:
-    """Bytes one request holds; grows as it learns what it needs, released once it has replied."""
+    """Bytes one request holds from one budget, released once it has replied."""
 
     def __init__(self, budget: MemoryBudget, size: int) -> None:
         self.budget, self.size = budget, size
-
-    def grow(self, n: int, deadline: float) -> bool:
-        if not self.budget._take(n, deadline):
-            return False
-        self.size += n
-        return True
 
     def release(self) -> None:
         size, self.size = self.size, 0

@@ -35,7 +35,8 @@ in the connection's own thread, and each property above is pinned by a test
 
 Modules: this one accepts and owns connections; `exchange` reads and answers the requests of one (deadlines,
 body cap, memory); `budget` bounds what bodies may cost at once; `reviews` builds the reviews; `certwatcher`
-keeps the certificate current."""
+keeps the certificate current.
+"""
 
 from __future__ import annotations
 
@@ -94,10 +95,8 @@ class ServerOptions:
     """Bytes that request bodies and what parsing and answering them can cost may hold at once, over
     all connections (`budget.RequestMemory`: a third for bodies' bytes, the rest for parses); a
     request waits for room for `memory_wait` seconds (503 after it), and one that could never fit gets
-    413. Sized for the Deployment's 256 MiB limit: the
-    process's own ~60 MiB, this, and the allocator's slack stay under it (measured in
-    benchmarks/bench_webhook_memory.py)."""
-
+    413. Sized for the Deployment's 256 MiB limit: the process's own ~60 MiB, this, and the
+    allocator's slack stay under it (measured in benchmarks/bench_webhook_memory.py)."""
     memory_wait: float = 2.0
     """Seconds a request waits for room in the memory budget before its 503: well under the
     apiserver's webhook timeout (5 s in webhook.yaml), so the caller still sees the 503 and retries,

@@ -118,18 +118,17 @@ class RelayHandler(BaseHTTPRequestHandler):
         rule = proxy._decide(client, info)
         self.outcome = ""  # the code the client got; "" when its connection was cut instead
         self.sent: float | None = None  # when it went upstream; None while the proxy alone answers
-        self._recorded = False
-        self._record = lambda: self._record_once(client, info, rule, received)
+        self._unrecorded: tuple[str, RequestInfo, Any, float] | None = (client, info, rule, received)
         try:
             self._apply(info, rule, client, path, body)
         finally:
             self._record()
 
-    def _record_once(self, client: str, info: RequestInfo, rule: Any, received: float) -> None:
-        # Called before a whole reply's last bytes leave too: a client holding its reply finds it
-        # in `exchanges()` already, never a moment later.
-        if not self._recorded:
-            self._recorded = True
+    def _record(self) -> None:
+        """Count the exchange, once. Also called before a whole reply's last bytes leave: a client
+        holding its reply finds it in `exchanges()` already, never a moment later."""
+        if self._unrecorded is not None:
+            (client, info, rule, received), self._unrecorded = self._unrecorded, None
             self.server.proxy._answered(client, info, rule, self.outcome, received=received, sent=self.sent)
 
     def _apply(self, info: RequestInfo, rule: Any, client: str, path: str, body: bytes) -> None:

@@ -53,6 +53,8 @@ EVERYONE_RESOURCES = {
 """Created by every authenticated user (system:basic-user)."""
 
 Seen = dict[Shape, set[str] | None]
+NAMES_KEPT = 5
+"""More names than this for one request shape: the rule is not limited by `resourceNames`."""
 """Each request shape → the names the authorizer saw (None: too many to keep)."""
 
 
@@ -80,7 +82,7 @@ def _from_usage(usage: Usage) -> tuple[Seen, int, int]:
     denied = 0
     for (shape, _, code), count in usage.counts.items():
         names = usage.names.get(shape, set())
-        seen[shape] = set(names) if len(names) <= 5 else None
+        seen[shape] = set(names) if len(names) <= NAMES_KEPT else None
         denied += count if code == 403 else 0
     return seen, usage.requests, denied
 
@@ -151,7 +153,7 @@ def load_all(paths: Iterable[Path], user: str | None = None) -> tuple[Seen, int,
                 seen[shape] = None if names is None else set(names)
             elif seen[shape] is not None:
                 merged = None if names is None else seen[shape] | names  # type: ignore[operator]
-                seen[shape] = merged if merged is None or len(merged) <= 5 else None
+                seen[shape] = merged if merged is None or len(merged) <= NAMES_KEPT else None
     return seen, total, denied
 
 
