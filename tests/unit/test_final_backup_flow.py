@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from operator_fakes import START, Clock, FakeKube, RecordingEvents, cluster, database_pod
+from operator_fakes import START, Clock, FakeKube, RecordingEvents, api_error, cluster, database_pod
 
 from mysql_operator.api.v1 import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION
-from mysql_operator.controller import finalizer
+from mysql_operator.controller import backupjob, finalizer
 from mysql_operator.controller.children import backups, resources
 from mysql_operator.controller.kinds import Event, Job, MySQLCluster, PersistentVolumeClaim, Pod, StatefulSet
 from mysql_operator.controller.reconciler import MySQLClusterReconciler
@@ -329,6 +329,77 @@ def test_failure_is_counted_in_status_and_retried_after_a_backoff(
     clock.advance(finalizer.backoff(1) - 4)
     assert reconciler.reconcile(KEY) == POLL
     assert kube.peek(Job, "ns", "db-final-backup") is not None
+
+
+def failed_job_pod(kube: FakeKube, owner_uid: str, message: str) -> None:
+    kube.put(
+        Pod,
+        {
+            "metadata": {
+                "name": f"db-final-backup-{owner_uid[-5:]}",
+                "namespace": "ns",
+                "labels": {"job-name": "db-final-backup"},
+                "ownerReferences": [{"kind": "Job", "name": "db-final-backup", "uid": owner_uid}],
+            },
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {"name": "archive", "state": {"terminated": {"exitCode": 1, "message": message}}}
+                ],
+            },
+        },
+    )
+
+
+def test_what_the_failed_pod_said_is_in_status_and_the_event(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    deleted(kube, reconciler)
+    job_started(kube, reconciler)
+    job = kube.peek(Job, "ns", "db-final-backup")
+    assert job is not None
+    # A pod of an earlier Job of the same name (not yet collected) is not this failure's.
+    failed_job_pod(kube, "earlier-job-uid", "archive: an older failure\n")
+    failed_job_pod(kube, job["metadata"]["uid"], "\ngzip: write error: No space left on device\n")
+    fail_job(kube)
+    reconciler.reconcile(KEY)
+    message = record(kube)["message"]
+    assert message.endswith("its pod said: gzip: write error: No space left on device"), message
+    assert "older failure" not in message
+    assert message in [m for _, reason, m in events.events if reason == "FinalBackupFailed"]
+
+
+def test_a_long_log_tail_keeps_its_end(reconciler: MySQLClusterReconciler, kube: FakeKube) -> None:
+    deleted(kube, reconciler)
+    job_started(kube, reconciler)
+    job = kube.peek(Job, "ns", "db-final-backup")
+    assert job is not None
+    tail = "\n".join(f"line {n}" for n in range(500)) + "\ntar: No space left on device"
+    failed_job_pod(kube, job["metadata"]["uid"], tail)
+    fail_job(kube)
+    reconciler.reconcile(KEY)
+    said = record(kube)["message"].split("its pod said: ", 1)[1]
+    assert said.startswith("…") and said.endswith("tar: No space left on device")
+    assert len(said) == backupjob.LAST_WORDS_MAX_CHARS + 1
+
+
+def test_a_failure_whose_pod_cannot_be_read_is_still_counted(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deleted(kube, reconciler)
+    job_started(kube, reconciler)
+    fail_job(kube)
+    listed = kube.list
+
+    def refused(kind: Any, namespace: str, selector: str, **kw: Any) -> list[dict[str, Any]]:
+        if selector.startswith("job-name="):
+            raise api_error(403, "Forbidden", "pods is forbidden")
+        return listed(kind, namespace, selector, **kw)
+
+    monkeypatch.setattr(kube, "list", refused)
+    reconciler.reconcile(KEY)
+    assert record(kube)["attempts"] == 1 and "said" not in record(kube)["message"]
+    assert kube.peek(Job, "ns", "db-final-backup") is None, "deleted for the retry all the same"
 
 
 def test_a_failed_job_is_counted_once_even_if_its_delete_fails(

@@ -50,7 +50,7 @@ from pykube.exceptions import HTTPError
 
 from ..api.v1 import FINALIZER, SKIP_FINAL_BACKUP_ANNOTATION, parse_spec
 from ..runtime.types import Result
-from .backupjob import data_node_affinity, why_stuck
+from .backupjob import data_node_affinity, last_words, why_stuck
 from .children import backups, resources
 from .children.ownership import controller_of, labelled_ours
 from .children.problems import ChildBlocked, Problem
@@ -392,6 +392,9 @@ class FinalBackup:
         if recorded.get("lastFailedJob") != job["metadata"]["uid"]:
             attempts += 1
             message = f"final backup Job {name} failed ({failure_message(job)}); attempt {attempts}"
+            said = last_words(self.r.client, job)
+            if said:
+                message += f"; its pod said: {said}"
             record = {
                 **recorded,
                 "phase": "Failed",

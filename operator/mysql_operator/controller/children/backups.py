@@ -124,6 +124,7 @@ def backup_cronjob(cluster: Obj) -> Obj:
         "name": "mysqldump",
         "image": images.current().database(spec.engine, spec.image_tag),
         "command": ["sh", "-c", DUMP_SCRIPT],
+        "terminationMessagePolicy": "FallbackToLogsOnError",  # `kubectl describe` says why it failed
         # Not MYSQL_PWD: the script writes an option file from it, which the client reads.
         "env": [
             password_env(cluster, "DB_PASSWORD"),
@@ -244,6 +245,9 @@ def final_backup_job(cluster: Obj, data_node_affinity: Obj | None = None) -> Obj
                             "image": images.current().backup,
                             "command": ["sh", "-c", ARCHIVE_SCRIPT],
                             "env": [{"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]}],
+                            # A failed pod's log tail stays in its status, and the operator copies
+                            # it into the cluster's (backupjob.last_words) before deleting the Job.
+                            "terminationMessagePolicy": "FallbackToLogsOnError",
                             "securityContext": restricted(cluster)[1],
                             "volumeMounts": [
                                 {"name": DATA_VOLUME, "mountPath": DATA_DIR, "readOnly": True},
