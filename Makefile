@@ -141,7 +141,7 @@ e2e-kind: kind-standins ## E2E on `make kind-up`'s cluster (created if missing; 
 kind-smoke: kind-standins ## the CI smoke set on `make kind-up`'s cluster (kind_smoke, real_database); fails on a skip
 	env $(STANDIN_ENV) timeout $(KIND_SMOKE_TIMEOUT) $(PY) -m pytest $(KIND_SMOKE_PATHS) -m "kind_smoke or real_database" -rs \
 		--envtest-backend=kind --envtest-cluster-name=$(KIND_CLUSTER) --junitxml=artifacts/junit-kind-smoke.xml \
-		$(PYTEST_ARGS)
+		--envtest-artifacts-dir=artifacts/kind-smoke $(PYTEST_ARGS)
 	$(PY) hack/skipcheck.py artifacts/junit-kind-smoke.xml --max-skipped 0
 
 # In-cluster, as kubebuilder's E2E does it: the image built without a registry (BASE_IMAGE: Debian's
@@ -171,7 +171,7 @@ kind-deploy: kind-standins ## the operator's image built here, loaded into kind 
 kind-deployed-smoke: $(VENV)/.installed ## the smoke test of `make kind-deploy`'s operator; fails on a skip
 	$(PY) -m pytest tests/e2e/test_deployed_operator.py -m kind_deployed -rs --envtest-backend=kind \
 		--envtest-cluster-name=$(KIND_CLUSTER) -o envtest_conversion_webhook= -o envtest_crds=api/crd \
-		--junitxml=artifacts/junit-kind-deployed.xml $(PYTEST_ARGS)
+		--junitxml=artifacts/junit-kind-deployed.xml --envtest-artifacts-dir=artifacts/kind-deployed $(PYTEST_ARGS)
 	$(PY) hack/skipcheck.py artifacts/junit-kind-deployed.xml --max-skipped 0
 
 kind-undeploy: $(VENV)/.installed ## remove `make kind-deploy`'s operator (CRD and RBAC stay)

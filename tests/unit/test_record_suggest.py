@@ -130,3 +130,12 @@ def test_cli_prints_the_roles_and_says_what_is_wrong_in_one_line(
     _check(_docs(capsys.readouterr().out))
     assert cli.main(["rbac", "suggest", str(tmp_path / "nope")]) == 1
     assert "envtest: " in capsys.readouterr().err
+
+
+def test_an_exec_recorded_as_get_is_suggested_with_create(tmp_path: Path) -> None:
+    usage = Usage()
+    usage.add("t", [request("get", resource="pods", group="", name="db-0", subresource="exec")], {OPERATOR})
+    path = tmp_path / "rbac-usage.json"
+    path.write_text(json.dumps(report(usage, {})))
+    (rule,) = _docs(suggest.render(path, "op"))["op"]["rules"]
+    assert rule == {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]}

@@ -138,3 +138,18 @@ def test_summary_is_a_few_lines() -> None:
     assert lines[1] == "  unused: ClusterRole/op rule 0 (example.com): patch widgets"
     assert lines[2].startswith("  denied: t.py::test_one: create secrets")
     assert lines[3] == "  … 1 more in the report"
+
+
+def test_a_websocket_exec_uses_the_create_grant_the_apiserver_also_checks() -> None:
+    usage = Usage()
+    exec_get = request("get", resource="pods", group="", name="db-0", subresource="exec", at=1)
+    log_get = request("get", resource="pods", group="", name="db-0", subresource="log", at=2)
+    usage.add("t", [exec_get, log_get], {OPERATOR})
+    role = {
+        "ClusterRole/op": [
+            {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["create", "get"]},
+        ]
+    }
+    unused = {u["rule"]: u["unused"] for u in report(usage, role)["unused"]}
+    assert unused == {1: ["create pods/log"]}, "only exec, attach and portforward imply create"

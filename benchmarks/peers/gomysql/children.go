@@ -439,7 +439,8 @@ func backupCronJob(o owner) *batchv1.CronJob {
 	podSecurity, containerSecurity := restricted()
 	container := corev1.Container{
 		Name: "mysqldump", Image: o.image(), Command: []string{"sh", "-c", dumpScript},
-		SecurityContext: containerSecurity,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurity,
 		Env: []corev1.EnvVar{
 			passwordEnv(o, "DB_PASSWORD", passwordKey),
 			{Name: "DUMP", Value: o.engine().dump},
@@ -526,8 +527,9 @@ func finalBackupJob(o owner) (*batchv1.Job, error) {
 					SecurityContext: podSecurity,
 					Containers: []corev1.Container{{
 						Name: "archive", Image: backupImage, Command: []string{"sh", "-c", archiveScript},
-						Env:             []corev1.EnvVar{{Name: "CLUSTER_UID", Value: o.UID}},
-						SecurityContext: containerSecurity,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						Env:                      []corev1.EnvVar{{Name: "CLUSTER_UID", Value: o.UID}},
+						SecurityContext:          containerSecurity,
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: dataVolume, MountPath: dataDir, ReadOnly: true},
 							{Name: "backup", MountPath: backupDir},

@@ -319,6 +319,7 @@ def backup_cronjob(cluster: Obj) -> Obj:
         "name": "mysqldump",
         "image": image(spec),
         "command": ["sh", "-c", DUMP_SCRIPT],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "env": [
             password_env(cluster, "DB_PASSWORD"),
             {"name": "DUMP", "value": ENGINES[spec["engine"]]["dump"]},
@@ -389,6 +390,7 @@ def final_backup_job(cluster: Obj) -> Obj:
         "image": BACKUP_IMAGE,
         "command": ["sh", "-c", ARCHIVE_SCRIPT],
         "env": [{"name": "CLUSTER_UID", "value": cluster["metadata"]["uid"]}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": restricted(cluster)[1],
         "volumeMounts": [
             {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True},

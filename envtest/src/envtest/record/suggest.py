@@ -14,7 +14,9 @@ authorizer sees no name then). Unlike audit2rbac, namespaced objects never are: 
 their names are the tests' data (`sample`), not names production would use. Requests denied when
 recorded are included (the operator needed them); what every authenticated user may do already
 (discovery, self reviews) is left out, and what no request shows (the owner's `finalizers` update
-that admission checks for blockOwnerDeletion) is named in a comment, not granted.
+that admission checks for blockOwnerDeletion) is named in a comment, not granted. An exec, attach or
+port-forward over WebSocket is recorded as `get` but also authorized as `create` (Kubernetes 1.35+):
+both are suggested.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import yaml
 
 from envtest.errors import ConfigError
 from envtest.record import events
-from envtest.record.usage import Shape, Usage
+from envtest.record.usage import Shape, Usage, checked_verbs
 
 VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 EVERYONE_URLS = (
@@ -53,9 +55,9 @@ EVERYONE_RESOURCES = {
 """Created by every authenticated user (system:basic-user)."""
 
 Seen = dict[Shape, set[str] | None]
+"""Each request shape → the names the authorizer saw (None: too many to keep)."""
 NAMES_KEPT = 5
 """More names than this for one request shape: the rule is not limited by `resourceNames`."""
-"""Each request shape → the names the authorizer saw (None: too many to keep)."""
 
 
 def _everyones(shape: Shape) -> bool:
@@ -172,7 +174,8 @@ def rules_for(seen: Seen, *, namespaced: bool) -> list[dict[str, Any]]:
             urls[shape.path].add(shape.verb)
             continue
         res = f"{shape.resource}/{shape.subresource}" if shape.subresource else shape.resource
-        by_resource[(shape.group, res)][shape.verb] = names  # one shape per verb within a scope
+        for verb in checked_verbs(shape):  # one shape per verb within a scope
+            by_resource[(shape.group, res)][verb] = names
     named: dict[tuple[str, str, tuple[str, ...]], set[str]] = defaultdict(set)  # (group, res, names) → verbs
     unnamed: dict[tuple[str, frozenset[str]], list[str]] = defaultdict(list)  # (group, verbs) → resources
     for (group, res), verbs in sorted(by_resource.items()):

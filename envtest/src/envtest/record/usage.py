@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from envtest.record import rules
@@ -22,6 +22,21 @@ MAX_EXAMPLES = 3
 """Tests named per request shape in the report."""
 AUTHORIZATION_ONLY = frozenset({"bind", "escalate", "impersonate", "use", "approve", "sign", "attest"})
 """Verbs the apiserver only ever asks the authorizer about: no request carries them."""
+
+
+CREATE_CHECKED_ON_UPGRADE = frozenset({"exec", "attach", "portforward"})
+"""Pod subresources whose WebSocket `get` the apiserver also authorizes as `create` (Kubernetes 1.35
+and later: the AuthorizePodWebsocketUpgradeCreatePermission gate, on by default). The audit log
+records only the `get`; a role without `create` is refused all the same."""
+
+
+def checked_verbs(shape: Shape) -> tuple[str, ...]:
+    """The verbs the authorizer asks about for a request of this shape: its own, and `create` too for
+    a WebSocket `get` of pods/exec, pods/attach or pods/portforward (`CREATE_CHECKED_ON_UPGRADE`)."""
+    pod_stream = shape.group == "" and shape.resource == "pods"
+    if pod_stream and shape.subresource in CREATE_CHECKED_ON_UPGRADE and shape.verb == "get":
+        return (shape.verb, "create")
+    return (shape.verb,)
 
 
 def implicit(resource: str, verb: str) -> bool:
@@ -177,7 +192,11 @@ def report(usage: Usage, grants: Mapping[str, list[rules.Rule]]) -> dict[str, An
             if not _grant_applies(role.split("/", 1)[0], shape):
                 continue
             for i, rule in enumerate(role_rules):
-                pairs = rules.grants_used(rule, shape.attributes(name))
+                pairs = [
+                    pair
+                    for verb in checked_verbs(shape)
+                    for pair in rules.grants_used(rule, replace(shape, verb=verb).attributes(name))
+                ]
                 used[(role, i)].update(dict.fromkeys(pairs, count))
                 if pairs and f"{role}#{i}" not in entry["allowed_by"]:
                     entry["allowed_by"].append(f"{role}#{i}")
