@@ -189,13 +189,16 @@ class MySQLClusters:
         wait = self.timeouts(60.0) if timeout is None else timeout
         return eventually(running_pod, timeout=wait, description=f"{cluster} final backup pod Running")
 
-    def finish_pod(self, pod: Obj, *, succeeded: bool) -> None:
-        """What a kubelet would report when the pod's only container exits 0 (or 1)."""
+    def finish_pod(self, pod: Obj, *, succeeded: bool, said: str = "") -> None:
+        """What a kubelet would report when the pod's only container exits 0 (or 1); `said`: the
+        termination message (with FallbackToLogsOnError, the tail of the failed container's log)."""
         container = pod["spec"]["containers"][0]
         if succeeded:
             phase, terminated = "Succeeded", {"exitCode": 0, "reason": "Completed"}
         else:
             phase, terminated = "Failed", {"exitCode": 1, "reason": "Error"}
+        if said:
+            terminated["message"] = said
         status = {
             "phase": phase,
             "containerStatuses": [

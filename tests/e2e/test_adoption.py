@@ -177,3 +177,35 @@ def test_orphans_of_an_earlier_cluster_are_adopted_by_its_successor(
             assert ref is not None and ref["uid"] == new_uid != old_uid, f"{kind}: {ref}"
 
     eventually(adopted, timeout=mysql.timeouts(30))
+
+
+def test_a_credentials_secret_an_older_operator_owned_is_made_retained(
+    mysql: MySQLClusters, operator: OperatorRunner
+) -> None:
+    """Before the retained Secret, the operator made the credentials Secret with its controller
+    reference, so deleting the cluster would have collected the password its kept datadir needs. The
+    upgraded operator drops that reference and marks the Secret retained (a patch of the Secret)."""
+    cr = mysql.create(MINIMAL)
+    mysql.wait_running("sample")
+    owner = {
+        "apiVersion": cr["apiVersion"],
+        "kind": cr["kind"],
+        "name": "sample",
+        "uid": cr["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    # As an older operator left it: owned by the cluster, no retained mark.
+    mysql.api.patch(
+        mysql.child_path("secret", "sample"),
+        {"metadata": {"ownerReferences": [owner], "annotations": {RETAINED: None}}},
+    )
+
+    def retained() -> None:
+        secret = mysql.child("secret", "sample")
+        assert secret is not None, "the Secret was deleted"
+        assert "ownerReferences" not in secret["metadata"], secret["metadata"].get("ownerReferences")
+        assert (secret["metadata"].get("annotations") or {}).get(RETAINED) == "true"
+
+    eventually(retained, timeout=mysql.timeouts(30), description="the Secret made retained")
+    assert any(e["reason"] == "Retained" for e in mysql.events("sample")), "a Normal Event says so"

@@ -23,6 +23,12 @@ MINIMAL = sample("mysqlcluster_minimal.yaml")
 FULL = sample("mysqlcluster_full.yaml")
 # One replica is all a final backup needs (it archives pod 0's volume), and it converges fastest.
 BACKED_UP = {**FULL, "spec": {**FULL["spec"], "replicas": 1}}
+OUR_LABELS = {
+    "app.kubernetes.io/name": "mysql",
+    "app.kubernetes.io/instance": "sample-full",
+    "app.kubernetes.io/managed-by": "mysql-operator",
+}
+"""What makes a label-only child (a claim) the operator's."""
 
 
 def assert_held(mysql: MySQLClusters, name: str) -> dict[str, Any]:
@@ -94,7 +100,7 @@ def test_failed_final_backup_is_reported_and_holds_the_cluster(
     assert mysql.delete("sample-full") == 200
     first = mysql.final_backup_pod("sample-full")
 
-    mysql.finish_pod(first, succeeded=False)
+    mysql.finish_pod(first, succeeded=False, said="archive: tar exited 1\n")
 
     def degraded() -> None:
         cr = assert_held(mysql, "sample-full")
@@ -109,10 +115,58 @@ def test_failed_final_backup_is_reported_and_holds_the_cluster(
 
     retry = mysql.final_backup_pod("sample-full", timeout=mysql.timeouts(60))
     assert retry["metadata"]["uid"] != first["metadata"]["uid"], "no new pod: the backup was not retried"
+
+    def last_words_told() -> None:
+        # The failed pod's last words, read before its Job was deleted for the retry.
+        said = [e["message"] for e in mysql.events("sample-full") if e["reason"] == "FinalBackupFailed"]
+        assert any(m.endswith("its pod said: archive: tar exited 1") for m in said), said
+
+    eventually(last_words_told, timeout=mysql.timeouts(10), description="a FinalBackupFailed Event")
     # The failure stays reported while the retry runs - across more than one 5 s look at its Job.
     consistently(degraded, duration=mysql.timeouts(6.0), interval=0.5)
 
     # The way out the operator offers when a backup cannot succeed.
+    mysql.patch("sample-full", {"metadata": {"annotations": {SKIP_FINAL_BACKUP: "true"}}})
+    mysql.wait_gone("sample-full", timeout=mysql.timeouts(60))
+
+
+def test_a_backup_volume_that_never_binds_is_named_while_the_deletion_waits(
+    mysql: MySQLClusters, operator: OperatorRunner
+) -> None:
+    """The backup claim exists (labelled ours, so taken as ours) in a class nothing provisions: the
+    final backup's pod can never be scheduled, and the cluster says so, naming the claim."""
+    mysql.api.create(
+        f"api/v1/namespaces/{mysql.namespace}/persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "sample-full-backup", "labels": OUR_LABELS},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "nothing-provisions-this",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    mysql.create(BACKED_UP)
+    mysql.wait_running("sample-full")
+    assert mysql.delete("sample-full") == 200
+
+    def blocked() -> None:
+        cr = assert_held(mysql, "sample-full")
+        assert_matches(
+            condition(cr, "Degraded"),
+            {
+                "status": "True",
+                "reason": "FinalBackupBlocked",
+                "message": re.compile(
+                    ".*cannot be scheduled.*PersistentVolumeClaim sample-full-backup "
+                    r"\(nothing-provisions-this\) is not bound.*"
+                ),
+            },
+        )
+
+    eventually(blocked, timeout=mysql.timeouts(60), description="the unbound backup claim named")
     mysql.patch("sample-full", {"metadata": {"annotations": {SKIP_FINAL_BACKUP: "true"}}})
     mysql.wait_gone("sample-full", timeout=mysql.timeouts(60))
 

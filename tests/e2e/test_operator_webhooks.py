@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pykube
 import pytest
 from mysqlkit import Timeouts
 
@@ -35,9 +36,14 @@ def url(cluster: Any, ns: str, name: str = "") -> str:
 
 
 @pytest.fixture
-def hooks(envtest_webhooks: Any, kube: Any) -> Iterator[Any]:
-    """The operator's webhook server (admin client for its StorageClass look-ups), installed."""
-    running = server(envtest_webhooks.certs(), lambda: kube).start()
+def hooks(envtest_webhooks: Any, envtest_context: Any, envtest_cluster: Any, namespace: str) -> Iterator[Any]:
+    """The operator's webhook server, installed. It looks StorageClasses up as the operator's
+    ServiceAccount, the identity a deployment gives it: a grant missing from its ClusterRole fails
+    here, and the run's record counts the reads against that ClusterRole."""
+    identity = pykube.KubeConfig.from_file(
+        str(envtest_context.operator_kubeconfig(envtest_cluster, namespace))
+    )
+    running = server(envtest_webhooks.certs(), lambda: pykube.HTTPClient(identity)).start()
     try:
         envtest_webhooks.install([CONFIGS], endpoint=running)
         yield running

@@ -358,6 +358,8 @@ def test_what_the_failed_pod_said_is_in_status_and_the_event(
     job_started(kube, reconciler)
     job = kube.peek(Job, "ns", "db-final-backup")
     assert job is not None
+    (archive,) = job["spec"]["template"]["spec"]["containers"]
+    assert archive["terminationMessagePolicy"] == "FallbackToLogsOnError", "else no log tail is kept"
     # A pod of an earlier Job of the same name (not yet collected) is not this failure's.
     failed_job_pod(kube, "earlier-job-uid", "archive: an older failure\n")
     failed_job_pod(kube, job["metadata"]["uid"], "\ngzip: write error: No space left on device\n")

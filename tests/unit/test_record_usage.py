@@ -153,3 +153,10 @@ def test_a_websocket_exec_uses_the_create_grant_the_apiserver_also_checks() -> N
     }
     unused = {u["rule"]: u["unused"] for u in report(usage, role)["unused"]}
     assert unused == {1: ["create pods/log"]}, "only exec, attach and portforward imply create"
+
+
+def test_a_run_without_operator_requests_lists_no_grant_as_unused() -> None:
+    usage = Usage()
+    usage.add("t", [request("get", user="envtest-admin")], {OPERATOR})
+    (line,) = summary(report(usage, ROLE), "artifacts/rbac-usage.json")
+    assert line.startswith("envtest: record: no operator request recorded; its grants not compared")

@@ -241,6 +241,10 @@ def report(usage: Usage, grants: Mapping[str, list[rules.Rule]]) -> dict[str, An
 def summary(data: Mapping[str, Any], path: str, limit: int = 4) -> list[str]:
     """A few terminal lines of a `report`."""
     unused, denied = data["unused"], data["denied"]
+    if not data["requests"]:
+        # Every grant would read as unused: say what happened instead (an operator deployed by
+        # other means than the harness is not recorded, nor is a run whose tests never start one).
+        return [f"envtest: record: no operator request recorded; its grants not compared; report: {path}"]
     lines = [
         f"envtest: record: {data['requests']} operator requests in {data['tests']} tests; "
         f"{len(unused)} rule(s) with unused grants; {len(denied)} denied request(s); report: {path}"
