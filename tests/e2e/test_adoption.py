@@ -208,4 +208,9 @@ def test_a_credentials_secret_an_older_operator_owned_is_made_retained(
         assert (secret["metadata"].get("annotations") or {}).get(RETAINED) == "true"
 
     eventually(retained, timeout=mysql.timeouts(30), description="the Secret made retained")
-    assert any(e["reason"] == "Retained" for e in mysql.events("sample")), "a Normal Event says so"
+
+    def told() -> None:
+        # The operator's Events are sent by their own thread, after the patch.
+        assert any(e["reason"] == "Retained" for e in mysql.events("sample")), "a Normal Event says so"
+
+    eventually(told, timeout=mysql.timeouts(10), description="a Retained Event")
