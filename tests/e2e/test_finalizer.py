@@ -15,6 +15,7 @@ from mysqlkit import FINALIZER, SKIP_FINAL_BACKUP, MySQLClusters, sample
 from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
 from envtest.clusters import Cluster
 from envtest.plugin.context import TestContext
+from mysql_operator.controller.children import resources
 
 # kwok-driven pods, private planes or local binaries: skipped on other backends.
 pytestmark = pytest.mark.envtest_local
@@ -23,12 +24,6 @@ MINIMAL = sample("mysqlcluster_minimal.yaml")
 FULL = sample("mysqlcluster_full.yaml")
 # One replica is all a final backup needs (it archives pod 0's volume), and it converges fastest.
 BACKED_UP = {**FULL, "spec": {**FULL["spec"], "replicas": 1}}
-OUR_LABELS = {
-    "app.kubernetes.io/name": "mysql",
-    "app.kubernetes.io/instance": "sample-full",
-    "app.kubernetes.io/managed-by": "mysql-operator",
-}
-"""What makes a label-only child (a claim) the operator's."""
 
 
 def assert_held(mysql: MySQLClusters, name: str) -> dict[str, Any]:
@@ -140,7 +135,7 @@ def test_a_backup_volume_that_never_binds_is_named_while_the_deletion_waits(
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "sample-full-backup", "labels": OUR_LABELS},
+            "metadata": {"name": "sample-full-backup", "labels": resources.labels("sample-full")},
             "spec": {
                 "accessModes": ["ReadWriteOnce"],
                 "storageClassName": "nothing-provisions-this",

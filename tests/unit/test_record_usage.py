@@ -155,7 +155,7 @@ def test_a_websocket_exec_uses_the_create_grant_the_apiserver_also_checks() -> N
     assert unused == {1: ["create pods/log"]}, "only exec, attach and portforward imply create"
 
 
-def test_a_run_without_operator_requests_lists_no_grant_as_unused() -> None:
+def test_a_run_without_operator_requests_is_summed_up_without_unused_grants() -> None:
     usage = Usage()
     usage.add("t", [request("get", user="envtest-admin")], {OPERATOR})
     (line,) = summary(report(usage, ROLE), "artifacts/rbac-usage.json")
