@@ -9,6 +9,7 @@ from typing import Any
 from mysqlkit import RETAINED, MySQLClusters, controller_ref, sample
 
 from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
+from mysql_operator.controller.children import resources
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 
@@ -187,18 +188,10 @@ def test_a_credentials_secret_an_older_operator_owned_is_made_retained(
     upgraded operator drops that reference and marks the Secret retained (a patch of the Secret)."""
     cr = mysql.create(MINIMAL)
     mysql.wait_running("sample")
-    owner = {
-        "apiVersion": cr["apiVersion"],
-        "kind": cr["kind"],
-        "name": "sample",
-        "uid": cr["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
     # As an older operator left it: owned by the cluster, no retained mark.
     mysql.api.patch(
         mysql.child_path("secret", "sample"),
-        {"metadata": {"ownerReferences": [owner], "annotations": {RETAINED: None}}},
+        {"metadata": {"ownerReferences": [resources.owner_reference(cr)], "annotations": {RETAINED: None}}},
     )
 
     def retained() -> None:
