@@ -88,11 +88,13 @@ docs-serve: $(VENV)/.installed ## the documentation site on http://127.0.0.1:800
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # What a release publishes (.github/workflows/release.yml): each distribution's sdist, and its wheel built
-# from that sdist, checked by twine (metadata, README rendering).
-dist: $(VENV)/.installed ## sdists and wheels of kube-envtest and mysqlcluster-operator into dist/, twine-checked
+# from that sdist, checked by twine (metadata, README rendering) and by hack/check_dists.py (the package
+# and LICENSE in each archive; no tests, caches or compiled files).
+dist: $(VENV)/.installed ## sdists and wheels of kube-envtest and mysqlcluster-operator into dist/, checked
 	rm -rf dist
 	for project in envtest operator; do $(PY) -m build --outdir dist $$project || exit 1; done
 	$(PY) -m twine check --strict dist/*
+	$(PY) hack/check_dists.py dist
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
