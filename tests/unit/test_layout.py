@@ -75,3 +75,45 @@ def test_the_readme_is_a_front_door():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 150, len(lines)
     assert "make run" in "\n".join(lines[:8]) and "make test" in "\n".join(lines[:8])
+
+
+def _documents() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return [ROOT / p for p in out.stdout.split()]
+
+
+def test_every_make_target_the_documents_name_exists():
+    targets = set(re.findall(r"^([\w.-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    # `make x` written as a command: in backticks or a code block, not the verb in a sentence.
+    named = {
+        m
+        for doc in _documents()
+        for m in re.findall(r"(?:`|^\s*)make ([a-z][\w-]*)", doc.read_text(), flags=re.M)
+    }
+    assert {"run", "test", "docs", "dist"} <= named, named
+    assert sorted(named - targets) == []
+
+
+def test_every_envtest_command_the_documents_name_parses():
+    from envtest.cli import build_parser
+
+    commands = {
+        m.strip()
+        for doc in _documents()
+        for m in re.findall(r"`envtest ((?:[a-z][a-z-]* ?)+)", doc.read_text())
+    }
+    assert {"up", "down", "kind host-setup", "binaries install"} <= commands, commands
+    parser = build_parser()
+    failed = []
+    for command in sorted(commands):
+        words = command.split()
+        # the longest prefix that is a command: `envtest up --name x` → up; `envtest kind image build`
+        for end in range(len(words), 0, -1):
+            try:
+                parser.parse_args([*words[:end], "--help"])
+            except SystemExit as done:
+                if done.code == 0:
+                    break
+        else:
+            failed.append(command)
+    assert failed == []
