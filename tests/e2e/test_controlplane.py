@@ -177,7 +177,9 @@ def _assert_exists(api: Any, path: str) -> None:
 
 
 def _pids_of(pattern: str) -> set[int]:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["pgrep", "-f", pattern], capture_output=True, text=True, timeout=Timeouts("local")(30)
+    ).stdout
     return {int(p) for p in out.split()}
 
 

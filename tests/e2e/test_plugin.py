@@ -30,7 +30,7 @@ def _real_binary_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _pids_under(path: Path) -> set[str]:
-    out = subprocess.run(["pgrep", "-f", str(path)], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", str(path)], capture_output=True, text=True, timeout=LOCAL(30)).stdout
     return set(out.split())
 
 

@@ -227,7 +227,7 @@ def test_slow_legitimate_convergence_and_a_requeue_storm(pytester: pytest.Pytest
 
 
 def test_xdist_workers_records_merge_into_one_report_of_unused_and_denied_grants(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, timeouts: Any
 ) -> None:
     _project(
         pytester,
@@ -279,6 +279,7 @@ def test_xdist_workers_records_merge_into_one_report_of_unused_and_denied_grants
         capture_output=True,
         text=True,
         check=True,
+        timeout=timeouts(60),
     ).stdout
     assert "- configmaps" in suggested and "- secrets" in suggested and "- create" in suggested
 

@@ -128,7 +128,10 @@ def load(name: str, progress: Progress = _say) -> list[str]:
     kind = kind_binary.resolve(progress=progress)
     progress(f"kind load docker-image {' '.join(tags)} --name {name}")
     proc = subprocess.run(
-        [str(kind), "load", "docker-image", *tags, "--name", name], capture_output=True, text=True
+        [str(kind), "load", "docker-image", *tags, "--name", name],
+        capture_output=True,
+        text=True,
+        timeout=1800,  # images of hundreds of MB into each node on a busy machine: minutes, never hours
     )
     if proc.returncode != 0:
         raise KitError(f"kind load exited {proc.returncode}:\n{proc.stderr.strip()[-1500:]}")

@@ -65,7 +65,8 @@ def gomysql(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gomysql") / "gomysql"
     # The flags of launch.build_go (the benchmark's build): one build cache for both.
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
-    subprocess.run([go, "build", "-o", str(out), "."], cwd=PEER, env=env, check=True)
+    # A cold module download and build take minutes on two cores; a hung one must not take the run.
+    subprocess.run([go, "build", "-o", str(out), "."], cwd=PEER, env=env, check=True, timeout=1200)
     return out
 
 
@@ -75,7 +76,7 @@ def printed(gomysql: Path) -> dict[str, dict[str, Any]]:
     for name, spec in SPECS.items():
         run = subprocess.run(
             [str(gomysql), "--print-children"],
-            input=json.dumps(cluster(spec)), capture_output=True, text=True, check=True,
+            input=json.dumps(cluster(spec)), capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
         out[name] = json.loads(run.stdout)
     return out
@@ -104,7 +105,7 @@ def test_go_peer_secret_is_the_reference_secret_with_its_own_passwords(
 def test_go_peer_refuses_a_spec_it_cannot_read(gomysql: Path) -> None:
     bad = cluster({"replicas": "three", "storage": {"size": "1Gi"}})
     run = subprocess.run(
-        [str(gomysql), "--print-children"], input=json.dumps(bad), capture_output=True, text=True
+        [str(gomysql), "--print-children"], input=json.dumps(bad), capture_output=True, text=True, timeout=60
     )
     assert run.returncode != 0
     assert "spec" in run.stderr

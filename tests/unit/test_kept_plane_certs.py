@@ -169,12 +169,16 @@ def test_envtest_up_and_env_refuse_an_expired_plane_naming_the_down_command(
         pki.mkdir(parents=True)
         (pki / "apiserver.crt").write_bytes(expired_certificate(days_ago=2))
         env = subprocess.run(
-            [sys.executable, "-m", "envtest.cli", "env", "--name", "kept"], capture_output=True, text=True
+            [sys.executable, "-m", "envtest.cli", "env", "--name", "kept"],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         up = subprocess.run(
             [sys.executable, "-m", "envtest.cli", "up", "--name", "kept", "--components", "minimal"],
             capture_output=True,
             text=True,
+            timeout=60,  # it refuses at once; starting a plane would be the bug
         )
         assert holder.poll() is None, "refusing must not stop the plane"
     finally:

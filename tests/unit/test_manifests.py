@@ -244,6 +244,7 @@ def run_check(root: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=env,
+        timeout=120,
         check=False,
     )
 

@@ -115,7 +115,7 @@ class Pod:
             tls_source_dir=d["tls"],
             termination_log=str(self.root / "termination-log"),
         )
-        subprocess.run(["sh", "-c", script], env=self.env(), check=True)
+        subprocess.run(["sh", "-c", script], env=self.env(), check=True, timeout=120)
 
     def sidecar(self, primary_port: int) -> str:
         """The operator's replication sidecar for one look at its role; its output. The primary is at
@@ -138,7 +138,8 @@ class Pod:
     def probed(self) -> int:
         d = self.dirs()
         script = replication.probe_script(MYSQL, run_dir=d["run"], podinfo_dir=d["podinfo"])
-        return subprocess.run(["sh", "-c", script], env=self.env(), capture_output=True).returncode
+        probe = subprocess.run(["sh", "-c", script], env=self.env(), capture_output=True, timeout=60)
+        return probe.returncode
 
     def start(self) -> None:
         """The server container's command, handing over to the image's entrypoint as in the image."""
@@ -160,12 +161,13 @@ class Pod:
             capture_output=True,
             text=True,
             check=True,
+            timeout=60,
         )
         return out.stdout
 
     def alive(self) -> None:
         ping = [str(self.bin_dir / "mysqladmin"), "ping", "-h", "127.0.0.1", "-P", str(self.port)]
-        assert subprocess.run(ping, capture_output=True).returncode == 0, self.log
+        assert subprocess.run(ping, capture_output=True, timeout=60).returncode == 0, self.log
 
 
 @pytest.fixture

@@ -241,7 +241,7 @@ def test_a_client_that_never_handshakes_does_not_hold_up_others(serve: Callable[
     # A handshake timeout far beyond the client's guard: if the silent client blocked the accept loop,
     # the good request would wait for it and the guard would fail the test.
     s = serve(handshake_timeout=600)
-    silent = socket.create_connection(("127.0.0.1", s.port))
+    silent = socket.create_connection(("127.0.0.1", s.port), timeout=HANG)
     try:
         assert s.post("/validate", admission_review())[0] == 200
     finally:
@@ -252,7 +252,7 @@ def test_a_stalled_client_is_dropped_after_the_handshake_timeout_while_others_ar
     serve: Callable[..., Served],
 ) -> None:
     s = serve(handshake_timeout=1.0, max_connections=2)
-    silent = socket.create_connection(("127.0.0.1", s.port))
+    silent = socket.create_connection(("127.0.0.1", s.port), timeout=HANG)
     assert s.post("/validate", admission_review())[0] == 200
     assert closed_by_peer(silent)
     silent.close()
@@ -261,7 +261,7 @@ def test_a_stalled_client_is_dropped_after_the_handshake_timeout_while_others_ar
 def test_the_slot_of_a_dropped_client_is_given_to_the_next(serve: Callable[..., Served]) -> None:
     # One slot: the good client can only be served once the silent one has been dropped.
     s = serve(handshake_timeout=1.0, max_connections=1)
-    silent = socket.create_connection(("127.0.0.1", s.port))
+    silent = socket.create_connection(("127.0.0.1", s.port), timeout=HANG)
     assert s.post("/validate", admission_review())[0] == 200
     assert closed_by_peer(silent)
     silent.close()

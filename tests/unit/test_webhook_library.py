@@ -343,7 +343,7 @@ def test_stop_cuts_kept_alive_connections_and_restart_keeps_the_port(server: Web
 
 def test_a_slow_tls_client_does_not_block_other_requests(server: WebhookServer):
     server.admission("/validate", lambda req: allow())
-    idle = socket.create_connection(("127.0.0.1", server.port))  # never starts its handshake
+    idle = socket.create_connection(("127.0.0.1", server.port), timeout=10)  # never starts its handshake
     try:
         result: list[int] = []
         thread = threading.Thread(
