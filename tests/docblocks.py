@@ -1,4 +1,4 @@
-"""Every code block of the documentation (docs/ and the three READMEs), read with Sybil.
+"""Every code block of the documentation (docs/, operator/docs/ and the three READMEs), read with Sybil.
 
 Why Sybil (and not pytest-examples or pytest-codeblocks): the pages hold Python, ini, TOML, YAML and
 shell, and each needs its own check. Sybil takes a parser per language with an evaluator of our own,
@@ -38,8 +38,13 @@ SKIP = re.compile(r"<!--\s*skip:\s*(?P<args>.*?)\s*-->")
 
 
 def pages() -> list[Path]:
-    """The three READMEs and every page of docs/."""
-    return [*READMES, *sorted((ROOT / "docs").rglob("*.md"))]
+    """The three READMEs, the operator's own pages (operator/docs/) and every page of docs/ (where a
+    page that only includes another, `--8<-- "operator/docs/…"`, holds no block of its own)."""
+    return [
+        *READMES,
+        *sorted((ROOT / "operator" / "docs").rglob("*.md")),
+        *sorted((ROOT / "docs").rglob("*.md")),
+    ]
 
 
 def page_id(path: Path) -> str:

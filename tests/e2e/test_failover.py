@@ -1,7 +1,7 @@
 """Failover and switchover on a real database server (kind), under a steady writer that records what
 was acknowledged (failoverkit.py). The engine is E2E_DATABASE (dbkit.py: MariaDB offline).
 
-What must hold, and the bound documented in docs/operator/failover.md:
+What must hold, and the bound documented in operator/docs/failover.md:
 
 * the primary's pod and its volume lost: a replica is promoted within `afterSeconds` (30) + 60 s,
   writes resume through `<name>-primary`, with semi-sync no acknowledged write is missing, and the old

@@ -50,6 +50,7 @@ def test_an_unmarked_shell_block_fails_and_a_marked_one_is_skipped(tmp_path: Pat
 def test_every_page_is_read_and_the_projects_are_found() -> None:
     ids = {docblocks.page_id(p) for p in PAGES}
     assert {"README.md", "envtest/README.md", "operator/README.md", "docs/configuration.md"} <= ids
+    assert {"operator/docs/failover.md", "operator/docs/operations.md"} <= ids  # the operator's own pages
     assert set(docblocks.project_files(docblocks.ROOT / "docs/getting-started/kopf.md")) >= {
         "pytest.ini",
         "widgets/handlers.py",
