@@ -88,7 +88,8 @@ def test_final_backup_job_really_archives_the_stopped_data_volume(
         assert pod and pod["status"].get("phase") == "Succeeded", (pod or {}).get("status")
 
     eventually(succeeded, timeout=timeouts(30))
-    resp = mysql.api.session.get(mysql.api.url(f"api/v1/namespaces/{mysql.namespace}/pods/{pod_name}/log"))
+    log_url = mysql.api.url(f"api/v1/namespaces/{mysql.namespace}/pods/{pod_name}/log")
+    resp = mysql.api.session.get(log_url, timeout=timeouts(30))
     resp.raise_for_status()
     assert "archive /backup/final-" in resp.text
     assert "./ibdata1" in resp.text, f"the archive lacks the datadir:\n{resp.text}"

@@ -38,15 +38,19 @@ WAITS_FOR_A_CHILD_OR_PEER = frozenset(
     {"subprocess.run", "subprocess.check_output", "subprocess.check_call", "socket.create_connection"}
 )
 
+HTTP_CALL = re.compile(r"(^requests|session)\.(get|post|put|patch|delete|head|request)$")
+
 
 def calls_without_timeout(source: str) -> list[tuple[int, str]]:
-    """(line, callee) of each call that waits on a child or a peer with no `timeout=`."""
+    """(line, callee) of each call that waits on a child, a socket or an HTTP peer with no `timeout=`."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call):
             continue
         callee = ast.unparse(node.func)
         waits = callee in WAITS_FOR_A_CHILD_OR_PEER or callee.endswith(".communicate")
+        # A requests session's read waits for ever without one (requests has no default timeout).
+        waits = waits or HTTP_CALL.search(callee) is not None
         keywords = {k.arg for k in node.keywords}
         if waits and "timeout" not in keywords and None not in keywords:  # **kwargs may carry it
             found.append((node.lineno, callee))
@@ -69,9 +73,12 @@ def test_the_call_check_finds_what_it_is_for() -> None:
         "socket.create_connection(('127.0.0.1', 1))\n"
         "proc.communicate()\n"
         "subprocess.run(argv, **options)\n"
+        "api.session.get(url)\n"
+        "api.session.get(url, timeout=5)\n"
     )
     assert calls_without_timeout(source) == [
         (1, "subprocess.run"),
         (3, "socket.create_connection"),
         (4, "proc.communicate"),
+        (6, "api.session.get"),
     ]
