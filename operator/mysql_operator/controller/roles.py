@@ -15,7 +15,10 @@ The record is the cluster's status (`status.primary`, `primaryClaimUID`, `primar
    one it was promoted on) `primary`, every other pod `replica`.
 
 A cluster starts with pod 0 as its primary; a cluster from before roles existed had pod 0 as its
-primary too, so both begin from `<statefulset>-0`.
+primary too, so both begin from `<statefulset>-0` — unless pod 0's data claim is younger than another
+pod's: then the cluster ran before (it was re-created over its kept claims) and pod 0's volume was made
+anew, so no pod is labelled primary and the cluster is Degraded (`PrimaryDataReplaced`) until a human
+restores that volume or deletes the older claims.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+PRIMARY_DATA_REPLACED = "PrimaryDataReplaced"
+"""The reason (as `database.failover.assess` gives once a primary has served) for a first primary whose
+volume was made anew over a cluster that has run."""
+
 
 class Roles:
     """The role half of the reconciler: shares its writer; execs through `executor`."""
@@ -57,7 +64,7 @@ class Roles:
         status = cluster.get("status") or {}
         out = Outcome(cluster)
         if not status.get("primary"):
-            return self._bootstrap(view, out)
+            return self._bootstrap(view, spec, out)
         primary = status["primary"]
         steps = Steps(self.w, self.executor, spec, engine, view, out)
         record = status.get("failover") or {}
@@ -75,10 +82,16 @@ class Roles:
         self.label(view, out.roles.get("primary", primary), promoted_on, moving=steps.moving)
         return out
 
-    def _bootstrap(self, view: View, out: Outcome) -> Outcome:
+    def _bootstrap(self, view: View, spec: MySQLClusterSpec, out: Outcome) -> Outcome:
         """Before a primary has served: pod 0 is labelled primary (its sidecar makes it writable) and
-        recorded once it is ready. A primary that never served is starting, not lost: no failover."""
+        recorded once it is ready. A primary that never served is starting, not lost: no failover.
+        Unless pod 0's volume is younger than another pod's kept one: then it is not labelled primary."""
         first = view.names.first_pod
+        replaced = None if spec.restore is not None else self._replaced_first_volume(view, spec.replicas)
+        if replaced is not None:
+            out.problems.append(Problem(PRIMARY_DATA_REPLACED, replaced, fatal=False))
+            self.label(view, first, None, moving=True)  # every pod replica: none serves writes
+            return out
         member = view.member(first)
         if (
             member is not None
@@ -92,6 +105,30 @@ class Roles:
                     out.roles["datadirOwner"] = owner
         self.label(view, first, None, moving=False)
         return out
+
+    def _replaced_first_volume(self, view: View, replicas: int) -> str | None:
+        """Why pod 0 must not become the first primary, or None. A cluster's data claims are made in
+        ordinal order (pod 1 starts once pod 0 is ready), so a pod 0 claim younger than another pod's
+        was made anew after the cluster ran: a cluster re-created over its kept claims but for pod 0's,
+        whose empty datadir would otherwise be served while the replicas hold the data."""
+        first = view.names.first_pod
+        mine = self.w.client.get(PersistentVolumeClaim, view.namespace, view.names.data_claim(first))
+        born = parse_time((mine or {}).get("metadata", {}).get("creationTimestamp"))
+        if born is None:
+            return None
+        for ordinal in range(1, replicas):
+            name = view.names.data_claim(view.names.pod(ordinal))
+            other = self.w.client.get(PersistentVolumeClaim, view.namespace, name)
+            older = parse_time((other or {}).get("metadata", {}).get("creationTimestamp"))
+            if older is not None and older < born:
+                return (
+                    f"pod {first}'s data volume (PersistentVolumeClaim {view.names.data_claim(first)}, made "
+                    f"{format_time(born)}) is younger than {name} (made {format_time(older)}): its datadir "
+                    "was replaced after the cluster ran, and an empty datadir is never served as primary; "
+                    f"restore {view.names.data_claim(first)} (or the cluster, from a backup), or delete the "
+                    "older claims to start afresh"
+                )
+        return None
 
     def _watch_primary(
         self, steps: Any, spec: MySQLClusterSpec, view: View, primary: str, out: Outcome
