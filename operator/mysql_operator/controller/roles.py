@@ -111,14 +111,17 @@ class Roles:
         ordinal order (pod 1 starts once pod 0 is ready), so a pod 0 claim younger than another pod's
         was made anew after the cluster ran: a cluster re-created over its kept claims but for pod 0's,
         whose empty datadir would otherwise be served while the replicas hold the data."""
-        first = view.names.first_pod
-        mine = self.w.client.get(PersistentVolumeClaim, view.namespace, view.names.data_claim(first))
+        first, claims = view.names.first_pod, (PersistentVolumeClaim, view.namespace)
+        mine = self.w.client.get(*claims, view.names.data_claim(first))
+        if mine is None and first in view.pods:
+            # The StatefulSet makes the claim before the pod: one the cache lacks is late, not absent.
+            mine = self.w.client.get(*claims, view.names.data_claim(first), fresh=True)
         born = parse_time((mine or {}).get("metadata", {}).get("creationTimestamp"))
         if born is None:
             return None
         for ordinal in range(1, replicas):
             name = view.names.data_claim(view.names.pod(ordinal))
-            other = self.w.client.get(PersistentVolumeClaim, view.namespace, name)
+            other = self.w.client.get(*claims, name)
             older = parse_time((other or {}).get("metadata", {}).get("creationTimestamp"))
             if older is not None and older < born:
                 return (
