@@ -235,8 +235,10 @@ def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_p
     made_at(kube, 1, "2026-01-05T10:00:00Z")
     made_at(kube, 0, "2026-03-01T09:00:00Z")
     set_pod(kube, 0, ready=True)  # as ready as an empty, initialised server gets
+    set_pod(kube, 1, ready=False)
     reconciler.reconcile(KEY)
-    assert role(kube, 0) == "replica" and "primary" not in status(kube)
+    # No role: out of the Service, read-only, and not made a replica (it could not be primary after).
+    assert (role(kube, 0), role(kube, 1)) == (None, "replica") and "primary" not in status(kube)
     degraded = condition(status(kube), DEGRADED)
     assert (degraded["status"], degraded["reason"]) == ("True", "PrimaryDataReplaced")
     for named in ("data-db-mysql-0", "data-db-mysql-1", "2026-01-05T10:00:00Z", "never served as primary"):
@@ -279,6 +281,49 @@ def test_a_first_primary_whose_volume_is_not_younger_or_is_restored_is_labelled_
     assert role(kube, 0) == "primary"
     reconciler.reconcile(KEY)
     assert status(kube)["primary"] == "db-mysql-0"
+
+
+def test_a_first_primary_whose_datadir_still_replicates_is_reported_not_promoted(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    """A cluster re-created over the kept claims of one that failed over: pod 0 was a replica, its
+    datadir still names a source, and no record says which pod was the primary. Its sidecar keeps it
+    read-only; the cluster says why and what a human can do, and promotes nothing by itself."""
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    servers.servers["db-mysql-0"] = Server(replicating=True, io="Connecting", errno="2005")
+    set_pod(kube, 0, ready=False)
+    reconciler.reconcile(KEY)  # labelled primary
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and "primary" not in status(kube)
+    degraded = condition(status(kube), DEGRADED)
+    assert (degraded["status"], degraded["reason"]) == ("True", "FirstPrimaryReplicates")
+    assert "STOP SLAVE; RESET SLAVE ALL" in degraded["message"], degraded["message"]
+    assert {a for _, a in servers.ran} == {"variables"}, f"observed only, nothing ended: {servers.ran}"
+
+    # Someone decided: its replication ended, its sidecar made it writable; it is the first primary.
+    servers.servers["db-mysql-0"].replicating = False
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-0"
+    assert condition(status(kube), DEGRADED)["status"] == "False"
+
+
+def test_a_first_primary_still_starting_is_not_reported(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    servers.unreachable.add("db-mysql-0")  # its server not up yet: the observation fails
+    set_pod(kube, 0, ready=False)
+    reconciler.reconcile(KEY)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary"
+    assert condition(status(kube), DEGRADED)["status"] == "False"
+    servers.unreachable.clear()
+    servers.servers["db-mysql-0"] = Server(replicating=False)  # a new datadir: no source
+    reconciler.reconcile(KEY)
+    assert condition(status(kube), DEGRADED)["status"] == "False"
 
 
 def test_a_primary_that_cannot_be_fenced_blocks_the_promotion(
