@@ -4,6 +4,7 @@ a storage change that got past the CRD is reported instead of retried, and delet
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from mysql_operator.controller.kinds import Secret
 
 MINIMAL = sample("mysqlcluster_minimal.yaml")
 FIXED = ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")
+ROLE = "db.example.com/role"
 
 
 def degraded_with(mysql: MySQLClusters, reason: str) -> dict[str, Any]:
@@ -67,6 +69,62 @@ def test_a_deleted_secret_over_kept_data_is_reported_and_not_regenerated_until_r
     eventually(recovered, timeout=mysql.timeouts(90), description="Degraded cleared once restored")
     kept = mysql.child("secret", "sample")
     assert kept is not None and kept["data"] == secret["data"], "the restored password is used as it is"
+
+
+def test_a_cluster_recreated_over_its_kept_claims_but_pod_0s_serves_no_empty_primary(
+    mysql: MySQLClusters, operator: OperatorRunner
+) -> None:
+    """The documented recovery (re-create over the kept claims) after pod 0's claim was lost: no status
+    says the cluster ran, but pod 1's older claim does. Pod 0's new, empty volume is never labelled
+    primary (nor replica, which would point it at a source), and the cluster is Degraded naming both
+    claims."""
+    two = {**MINIMAL, "spec": {**MINIMAL["spec"], "replicas": 2}}
+    mysql.create(two, name="kept", skip_final_backup=True)
+    mysql.wait_running("kept")
+    eventually(
+        lambda: mysql.must_get("kept")["status"]["primary"] == "kept-mysql-0" or None,
+        timeout=mysql.timeouts(30),
+        description="pod 0 recorded as the primary",
+    )
+    assert mysql.data_pvcs("kept") == ["data-kept-mysql-0", "data-kept-mysql-1"]
+    assert mysql.delete("kept") == 200
+    mysql.wait_gone("kept")
+    claims = f"api/v1/namespaces/{mysql.namespace}/persistentvolumeclaims"
+    assert mysql.api.delete(f"{claims}/data-kept-mysql-0") == 200
+    eventually(
+        lambda: mysql.data_pvcs("kept") == ["data-kept-mysql-1"] or None,
+        timeout=mysql.timeouts(60),
+        description="pod 0's claim gone (its pod gone with the StatefulSet)",
+    )
+
+    # A cluster that ran did so for longer than the one second creationTimestamp resolves, which on
+    # this plane all of the above may fit in: the re-creation starts in a later second.
+    kept = mysql.api.get(f"{claims}/data-kept-mysql-1")["metadata"]["creationTimestamp"]
+    made = datetime.fromisoformat(kept.replace("Z", "+00:00"))
+    eventually(
+        lambda: datetime.now(UTC) >= made + timedelta(seconds=1) or None,
+        timeout=mysql.timeouts(5),
+        description="a second later than pod 1's claim",
+    )
+    mysql.create(two, name="kept", skip_final_backup=True)  # the retained Secret opens the kept data
+
+    def refused() -> None:
+        cr = mysql.must_get("kept")
+        found = condition(cr, "Degraded")
+        assert_matches(found, {"status": "True", "reason": "PrimaryDataReplaced"})
+        assert "data-kept-mysql-0" in found["message"] and "data-kept-mysql-1" in found["message"], found
+        assert "primary" not in (cr.get("status") or {}), cr["status"]
+
+    eventually(refused, timeout=mysql.timeouts(60), description="Degraded PrimaryDataReplaced")
+
+    def never_primary() -> None:
+        assert "primary" not in (mysql.must_get("kept").get("status") or {})
+        roles = {
+            p["metadata"]["name"]: p["metadata"]["labels"].get(ROLE) for p in mysql.database_pods("kept")
+        }
+        assert "kept-mysql-0" in roles and roles["kept-mysql-0"] is None, roles  # no role: not made a replica
+
+    consistently(never_primary, duration=mysql.timeouts(3.0), interval=0.5)
 
 
 def test_a_storage_change_over_an_adopted_statefulset_is_reported_not_retried(

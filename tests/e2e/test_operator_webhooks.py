@@ -109,6 +109,52 @@ def test_validating_webhook_admits_an_existing_storage_class(
         cluster.session.delete(f"{sc_url}/{name}", timeout=timeouts(30))
 
 
+PINNED = {
+    # version served → (engine, the storage spec at that version, the version the object is stored with)
+    "v1": (None, {"storage": {"size": "1Gi"}}, "8.4"),
+    "v1beta1": (None, {"storage": {"size": "1Gi"}}, "8.4"),
+    "v1beta1-mariadb": ("mariadb", {"storage": {"size": "1Gi"}}, "10.11"),
+    "v1-mariadb": ("mariadb", {"storage": {"size": "1Gi"}}, "10.11"),
+    "v1alpha1": (None, {"storageSize": "1Gi"}, "8.0"),  # its schema's own default, stated at create
+}
+
+
+@pytest.mark.parametrize(
+    ("served", "engine", "storage", "stored"), [(k, *v) for k, v in PINNED.items()], ids=PINNED.keys()
+)
+def test_a_version_left_unset_is_pinned_at_create_through_every_served_version(
+    hooks: Any,
+    cluster: Any,
+    namespace: str,
+    served: str,
+    engine: str | None,
+    storage: dict[str, Any],
+    stored: str,
+    timeouts: Timeouts,
+) -> None:
+    """Created without `spec.version` at any served version, the object is stored with one: it never
+    follows a default the operator may change later (re-created over kept data, an upgrade in place)."""
+    version = served.split("-")[0]
+    base = f"{cluster.server}/apis/db.example.com/{{}}/namespaces/{namespace}/mysqlclusters"
+    spec = {"replicas": 1, **storage, **({"engine": engine} if engine else {})}
+    body = {"apiVersion": f"db.example.com/{version}", "kind": "MySQLCluster", "metadata": {"name": served}}
+    made = cluster.session.post(base.format(version), json={**body, "spec": spec}, timeout=timeouts(30))
+    assert made.status_code == 201, made.text
+    # Read at v1, the stored version: no conversion shows a default here, so a version is a pinned one.
+    hub = cluster.session.get(f"{base.format('v1')}/{served}", timeout=timeouts(30))
+    assert hub.status_code == 200, hub.text
+    assert hub.json()["spec"].get("version") == stored, hub.json()["spec"]
+    # Pinned at create only: a later update leaves what the user wrote.
+    patched = cluster.session.patch(
+        f"{base.format('v1')}/{served}",
+        json={"spec": {"version": None}},
+        headers={"Content-Type": "application/merge-patch+json"},
+        timeout=timeouts(30),
+    )
+    assert patched.status_code == 200, patched.text
+    assert "version" not in patched.json()["spec"], patched.json()["spec"]
+
+
 def test_deletes_finish_while_the_admission_webhooks_are_down(
     hooks: Any, operator: Any, cluster: Any, namespace: str, timeouts: Timeouts
 ) -> None:

@@ -715,6 +715,9 @@ def test_no_password_is_ever_an_argument(pod: Pod) -> None:
     assert {os.path.basename(a[0]) for a in argvs} >= {"mysql", "mariadb", "sed", "cp", "chmod", "wc"}
     leaked = [a for a in argvs for arg in a if ROOT_PASSWORD in arg or REPLICATION_PASSWORD in arg]
     assert leaked == []
+    # Nor in what the containers log (their output, the kubelet's log of them).
+    logged = [run.stdout for run in runs if ROOT_PASSWORD in run.stdout or REPLICATION_PASSWORD in run.stdout]
+    assert logged == [] and any(run.stdout.strip() for run in runs), "the output was read, and holds none"
     sent = "".join(c["sql"] for run in runs for c in run.calls)
     assert REPLICATION_PASSWORD in sent, "the replication password reached the server, through stdin"
     assert ROOT_PASSWORD in (pod.run / "client.cnf").read_text()

@@ -6,6 +6,7 @@ be understood apart."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -113,9 +114,16 @@ def test_no_module_imports_itself_back():
 
 
 def test_each_package_says_what_it_owns():
+    """A docstring that names every module and package it holds: a newcomer reading it learns where each
+    concern lives, and a module added without a word in it fails here."""
     for path in sorted(PACKAGE.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(path.read_text()))
-        assert doc and len(doc.split()) >= 8, f"{path.relative_to(PACKAGE)}: no docstring saying what it owns"
+        where = path.relative_to(PACKAGE)
+        assert doc and len(doc.split()) >= 8, f"{where}: no docstring saying what it owns"
+        held = [p.stem for p in path.parent.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+        held += [p.parent.name for p in path.parent.glob("*/__init__.py")]
+        unnamed = sorted(name for name in held if not re.search(rf"(?<![\w.]){name}\b", doc))
+        assert unnamed == [], f"{where}: its docstring does not say what {', '.join(unnamed)} hold(s)"
 
 
 def test_the_checker_sees_a_planted_cycle_and_an_upward_import(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 from operator_fakes import Clock, FakeKube, RecordingEvents, cluster, database_pod, rollout_completed
 
 from mysql_operator.api.v1 import SWITCHOVER_ANNOTATION
-from mysql_operator.controller.kinds import MySQLCluster, PersistentVolumeClaim, Pod
+from mysql_operator.controller.kinds import MySQLCluster, PersistentVolumeClaim, Pod, Secret
 from mysql_operator.controller.reconciler import MySQLClusterReconciler
 from mysql_operator.controller.status import DEGRADED, condition
 from mysql_operator.runtime.podexec import ExecError, ExecResult
@@ -217,6 +217,113 @@ def test_a_primary_on_a_replaced_volume_is_replaced_at_once_and_never_labelled_p
     running.reconcile(KEY)
     assert status(kube)["primary"] == "db-mysql-1"
     assert role(kube, 0) == "replica", "an empty datadir is never served as primary"
+
+
+def made_at(kube: FakeKube, ordinal: int, when: str) -> None:
+    """Pod `ordinal`'s data claim, made at `when` (RFC 3339)."""
+    meta = {"name": f"data-db-mysql-{ordinal}", "namespace": "ns", "creationTimestamp": when}
+    kube.put(PersistentVolumeClaim, {"metadata": meta})
+
+
+def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_primary(
+    kube: FakeKube, reconciler: MySQLClusterReconciler
+) -> None:
+    """A cluster re-created over its kept claims, but pod 0's made anew: no status says it ran, but
+    pod 1's older claim does; pod 0's empty datadir is not served, and the cluster says why."""
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)  # its credentials Secret (a re-created cluster's is the retained one)
+    made_at(kube, 1, "2026-01-05T10:00:00Z")
+    made_at(kube, 0, "2026-03-01T09:00:00Z")
+    set_pod(kube, 0, ready=True)  # as ready as an empty, initialised server gets
+    set_pod(kube, 1, ready=False)
+    reconciler.reconcile(KEY)
+    # No role: out of the Service, read-only, and not made a replica (it could not be primary after).
+    assert (role(kube, 0), role(kube, 1)) == (None, "replica") and "primary" not in status(kube)
+    degraded = condition(status(kube), DEGRADED)
+    assert (degraded["status"], degraded["reason"]) == ("True", "PrimaryDataReplaced")
+    for named in ("data-db-mysql-0", "data-db-mysql-1", "2026-01-05T10:00:00Z", "never served as primary"):
+        assert named in degraded["message"]
+
+    # The way out the message names: the older claim deleted, pod 0 is the first primary after all.
+    del kube.objects[(PersistentVolumeClaim.endpoint, "ns", "data-db-mysql-1")]
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary"
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-0"
+    assert condition(status(kube), DEGRADED)["status"] == "False"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "restore"),
+    [
+        ("2026-01-05T10:00:00Z", "2026-01-05T10:01:00Z", None),  # made in ordinal order: a new cluster
+        ("2026-01-05T10:00:00Z", "2026-01-05T10:00:00Z", None),  # the same second: no evidence
+        ("2026-03-01T09:00:00Z", "2026-01-05T10:00:00Z", {"fromCluster": "old"}),  # a restore fills it
+    ],
+    ids=["ordinal-order", "same-second", "restoring"],
+)
+def test_a_first_primary_whose_volume_is_not_younger_or_is_restored_is_labelled_primary(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, first: str, second: str, restore: Obj | None
+) -> None:
+    spec: Obj = {"replicas": 2, "engine": "mariadb"}
+    if restore:
+        spec["restore"] = restore
+        kube.put(PersistentVolumeClaim, {"metadata": {"name": "old-backup", "namespace": "ns"}})
+        password = {"root-password": "cm9vdA==", "replication-password": "cmVwbA=="}
+        kube.put(Secret, {"metadata": {"name": "old-credentials", "namespace": "ns"}, "data": password})
+    kube.put(MySQLCluster, cluster(**spec))
+    reconciler.reconcile(KEY)
+    made_at(kube, 0, first)
+    made_at(kube, 1, second)
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary"
+    reconciler.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-0"
+
+
+def test_a_first_primary_whose_datadir_still_replicates_is_reported_not_promoted(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    """A cluster re-created over the kept claims of one that failed over: pod 0 was a replica, its
+    datadir still names a source, and no record says which pod was the primary. Its sidecar keeps it
+    read-only; the cluster says why and what a human can do, and promotes nothing by itself."""
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    servers.servers["db-mysql-0"] = Server(replicating=True, io="Connecting", errno="2005")
+    set_pod(kube, 0, ready=False)
+    reconciler.reconcile(KEY)  # labelled primary
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and "primary" not in status(kube)
+    degraded = condition(status(kube), DEGRADED)
+    assert (degraded["status"], degraded["reason"]) == ("True", "FirstPrimaryReplicates")
+    assert "STOP SLAVE; RESET SLAVE ALL" in degraded["message"], degraded["message"]
+    assert {a for _, a in servers.ran} == {"variables"}, f"observed only, nothing ended: {servers.ran}"
+
+    # Someone decided: its replication ended, its sidecar made it writable; it is the first primary.
+    servers.servers["db-mysql-0"].replicating = False
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-0"
+    assert condition(status(kube), DEGRADED)["status"] == "False"
+
+
+def test_a_first_primary_still_starting_is_not_reported(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    servers.unreachable.add("db-mysql-0")  # its server not up yet: the observation fails
+    set_pod(kube, 0, ready=False)
+    reconciler.reconcile(KEY)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary"
+    assert condition(status(kube), DEGRADED)["status"] == "False"
+    servers.unreachable.clear()
+    servers.servers["db-mysql-0"] = Server(replicating=False)  # a new datadir: no source
+    reconciler.reconcile(KEY)
+    assert condition(status(kube), DEGRADED)["status"] == "False"
 
 
 def test_a_primary_that_cannot_be_fenced_blocks_the_promotion(

@@ -14,8 +14,13 @@ The record is the cluster's status (`status.primary`, `primaryClaimUID`, `primar
 4. Labels are made to match: the primary (unless a step is moving it, or its data volume is not the
    one it was promoted on) `primary`, every other pod `replica`.
 
-A cluster starts with pod 0 as its primary; a cluster from before roles existed had pod 0 as its
-primary too, so both begin from `<statefulset>-0`.
+A cluster starts with pod 0 as its primary; a cluster from before roles existed had pod 0 as its primary
+too, so both begin from `<statefulset>-0` — unless pod 0's data claim is younger than another pod's: then
+the cluster ran before (it was re-created over its kept claims) and pod 0's volume was made anew, so pod
+0 gets no role label (none serves writes) and the cluster is Degraded (`PrimaryDataReplaced`) until a
+human restores that volume or deletes the older claims. A pod 0 that stays unready because its datadir
+still replicates (re-created over the claims of a cluster that had failed over) is reported
+(`FirstPrimaryReplicates`), never promoted by the operator: no record says which pod was the primary.
 """
 
 from __future__ import annotations
@@ -42,6 +47,12 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+FIRST_PRIMARY_REPLICATES = "FirstPrimaryReplicates"
+"""The reason for a first primary whose datadir still replicates (see `Roles._still_replicating`)."""
+PRIMARY_DATA_REPLACED = "PrimaryDataReplaced"
+"""The reason (as `database.failover.assess` gives once a primary has served) for a first primary whose
+volume was made anew over a cluster that has run."""
+
 
 class Roles:
     """The role half of the reconciler: shares its writer; execs through `executor`."""
@@ -57,7 +68,7 @@ class Roles:
         status = cluster.get("status") or {}
         out = Outcome(cluster)
         if not status.get("primary"):
-            return self._bootstrap(view, out)
+            return self._bootstrap(view, spec, engine, out)
         primary = status["primary"]
         steps = Steps(self.w, self.executor, spec, engine, view, out)
         record = status.get("failover") or {}
@@ -75,10 +86,17 @@ class Roles:
         self.label(view, out.roles.get("primary", primary), promoted_on, moving=steps.moving)
         return out
 
-    def _bootstrap(self, view: View, out: Outcome) -> Outcome:
+    def _bootstrap(self, view: View, spec: MySQLClusterSpec, engine: Engine, out: Outcome) -> Outcome:
         """Before a primary has served: pod 0 is labelled primary (its sidecar makes it writable) and
-        recorded once it is ready. A primary that never served is starting, not lost: no failover."""
+        recorded once it is ready. A primary that never served is starting, not lost: no failover.
+        Unless pod 0's volume is younger than another pod's kept one: then it is not labelled primary;
+        and a pod 0 that stays unready because its datadir still replicates is reported."""
         first = view.names.first_pod
+        replaced = None if spec.restore is not None else self._replaced_first_volume(view, spec.replicas)
+        if replaced is not None:
+            out.problems.append(Problem(PRIMARY_DATA_REPLACED, replaced, fatal=False))
+            self.label(view, first, None, moving=True, unlabelled=first)  # none serves writes
+            return out
         member = view.member(first)
         if (
             member is not None
@@ -90,8 +108,64 @@ class Roles:
                 owner = self._server_user(view, first)
                 if owner:
                     out.roles["datadirOwner"] = owner
+        elif (
+            member is not None
+            and member.running
+            and (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) == PRIMARY
+        ):
+            stuck = self._still_replicating(view, engine)
+            if stuck is not None:
+                out.problems.append(Problem(FIRST_PRIMARY_REPLICATES, stuck, fatal=False))
         self.label(view, first, None, moving=False)
         return out
+
+    def _still_replicating(self, view: View, engine: Engine) -> str | None:
+        """Why pod 0, labelled the first primary, is not writable: its datadir replicates from a source
+        (a cluster re-created over the kept claims of one that failed over: the record of which pod was
+        the primary went with the cluster object). Its sidecar waits for a promotion that, with no
+        record, only a human can decide. None when it does not replicate or cannot be asked yet."""
+        first = view.names.first_pod
+        try:
+            result = run(self.executor, view, first, actions.observe(engine))
+            seen = actions.parse_observed(engine, result.stdout) if result.code == 0 else None
+        except (ExecError, ValueError):
+            return None  # starting (its server not up yet), or no exec: nothing to say
+        if seen is None or not seen.replicating:
+            return None
+        return (
+            f"pod {first} is labelled the first primary, but its datadir replicates from "
+            f"{seen.source or 'a source'}: the cluster ran before with another primary, and no record says "
+            f"which; it stays read-only (and the other pods do not start) until someone decides. If {first} "
+            f"holds every write to keep, run `{engine.reset_replication_sql}` in it (its sidecar then makes "
+            "it writable); otherwise restore the last primary's volume as pod 0's"
+        )
+
+    def _replaced_first_volume(self, view: View, replicas: int) -> str | None:
+        """Why pod 0 must not become the first primary, or None. A cluster's data claims are made in
+        ordinal order (pod 1 starts once pod 0 is ready), so a pod 0 claim younger than another pod's
+        was made anew after the cluster ran: a cluster re-created over its kept claims but for pod 0's,
+        whose empty datadir would otherwise be served while the replicas hold the data."""
+        # Read from the apiserver, not the cache: a claim deleted and made anew may still be the old
+        # one there, and either mistake is costly (an empty primary served, or a first primary held
+        # back). Only until the first primary is recorded.
+        first, claims = view.names.first_pod, (PersistentVolumeClaim, view.namespace)
+        mine = self.w.client.get(*claims, view.names.data_claim(first), fresh=True)
+        born = parse_time((mine or {}).get("metadata", {}).get("creationTimestamp"))
+        if born is None:
+            return None
+        for ordinal in range(1, replicas):
+            name = view.names.data_claim(view.names.pod(ordinal))
+            other = self.w.client.get(*claims, name, fresh=True)
+            older = parse_time((other or {}).get("metadata", {}).get("creationTimestamp"))
+            if older is not None and older < born:
+                return (
+                    f"pod {first}'s data volume (PersistentVolumeClaim {view.names.data_claim(first)}, made "
+                    f"{format_time(born)}) is younger than {name} (made {format_time(older)}): its datadir "
+                    "was replaced after the cluster ran, and an empty datadir is never served as primary; "
+                    f"restore {view.names.data_claim(first)} (or the cluster, from a backup), or delete the "
+                    "older claims to start afresh"
+                )
+        return None
 
     def _watch_primary(
         self, steps: Any, spec: MySQLClusterSpec, view: View, primary: str, out: Outcome
@@ -129,14 +203,18 @@ class Roles:
 
     # -- labels ---------------------------------------------------------------------------------
 
-    def label(self, view: View, primary: str, promoted_on: str | None, *, moving: bool) -> None:
+    def label(
+        self, view: View, primary: str, promoted_on: str | None, *, moving: bool, unlabelled: str = ""
+    ) -> None:
         """Each database pod's role label as the record says: no primary while one is being moved, nor
-        one on a data volume that is not the one it was promoted on."""
+        one on a data volume that is not the one it was promoted on. `unlabelled` gets no role: out of
+        the primary Service and read-only, but not pointed at a source either (a `replica` label would
+        have its sidecar make it one, which a first primary could not be afterwards)."""
         for name, pod in view.pods.items():
             is_primary = name == primary and not moving
             if is_primary and promoted_on and view.claims.get(name) not in (None, promoted_on):
                 is_primary = False
-            wanted = PRIMARY if is_primary else REPLICA
+            wanted = None if name == unlabelled else PRIMARY if is_primary else REPLICA
             if (pod["metadata"].get("labels") or {}).get(ROLE_LABEL) == wanted or pod["metadata"].get(
                 "deletionTimestamp"
             ):
