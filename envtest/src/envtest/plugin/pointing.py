@@ -81,6 +81,10 @@ def _private_copy(source: Path, context: str | None, folder: Path) -> Path:
                     pem = folder / f"{key}-{index}-{name}.pem"
                     write_private(pem, base64.b64decode(fields.pop(f"{name}-data")))
                     fields[name] = str(pem)
+            command = (fields.get("exec") or {}).get("command")
+            if isinstance(command, str) and os.sep in command and not os.path.isabs(command):
+                # client-go resolves a relative plugin path against the kubeconfig's folder
+                fields["exec"]["command"] = str((source.parent / command).resolve())
     dest = folder / "session.kubeconfig"
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
