@@ -34,7 +34,12 @@ def _pids_under(path: Path) -> set[str]:
     return set(out.split())
 
 
-def test_xdist_workers_share_one_control_plane_and_none_is_left(pytester: pytest.Pytester) -> None:
+def test_xdist_workers_share_one_control_plane_and_none_is_left(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "tmp"  # the inner run's temporary folders (TMPDIR): none may outlive it
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     pytester.makepyfile(
         test_shared="""
         import os, pytest
@@ -63,6 +68,7 @@ def test_xdist_workers_share_one_control_plane_and_none_is_left(pytester: pytest
     # A worker's stdout never reaches the terminal: its progress goes to the inherited stderr.
     result.stderr.fnmatch_lines(["envtest: starting a control plane*"])
     assert not _pids_under(basetemp), "control-plane processes outlived the run"
+    assert not list(scratch.iterdir()), "a worker left temporary files behind"
 
 
 def test_kind_plugin_options_are_reused_not_registered_twice(

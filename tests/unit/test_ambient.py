@@ -108,3 +108,23 @@ def test_the_async_clients_defaults_follow_too(developer: Path, tmp_path: Path) 
     with ambient.pointed(_kubeconfig(tmp_path / "k", "https://127.0.0.1:7005")):
         assert aio.Configuration.get_default_copy().host == "https://127.0.0.1:7005"
     assert aio.Configuration._default is before
+
+
+@pytest.mark.parametrize("library", ["kubernetes", "kubernetes.aio", "kubernetes_asyncio"])
+def test_a_load_kube_config_without_a_file_reads_the_frame_not_the_kubeconfig_seen_at_import(
+    library: str, developer: Path, tmp_path: Path
+) -> None:
+    """The libraries read KUBECONFIG into KUBE_CONFIG_DEFAULT_LOCATION when imported: before any
+    frame, here the developer's file. A handler's `load_kube_config()` must still get the frame's."""
+    config = pytest.importorskip(f"{library}.config")
+    kube_config = pytest.importorskip(f"{library}.config.kube_config")
+    before = config.KUBE_CONFIG_DEFAULT_LOCATION, kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    plane = _kubeconfig(tmp_path / "plane", "https://127.0.0.1:7011")
+    with ambient.pointed(plane):
+        configuration = pytest.importorskip(f"{library}.client").Configuration()
+        loaded = config.load_kube_config(client_configuration=configuration)  # no file: the default
+        if hasattr(loaded, "__await__"):
+            ambient._run_coroutine(loaded)
+        assert configuration.host == "https://127.0.0.1:7011"
+        assert config.KUBE_CONFIG_DEFAULT_LOCATION == kube_config.KUBE_CONFIG_DEFAULT_LOCATION == str(plane)
+    assert before == (config.KUBE_CONFIG_DEFAULT_LOCATION, kube_config.KUBE_CONFIG_DEFAULT_LOCATION)

@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from envtest import environment
 from envtest.plugin import settings
 
@@ -46,3 +48,13 @@ def test_the_reference_page_asks_for_both_tables_and_counts_what_it_shows() -> N
     assert counted is not None
     assert int(counted[2]) == len(settings.ini_keys()) and int(counted[1]) == len(settings.OPTIONS)
     assert "<name>" not in configref.options_table(), "cells are HTML-escaped"
+
+
+def test_every_marker_the_plugin_registers_is_in_the_markers_table(pytestconfig: pytest.Config) -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    table = page.split("## Markers", 1)[1].split("\n## ", 1)[0]
+    ours = [line.split(":", 1)[0] for line in pytestconfig.getini("markers") if line.startswith("envtest_")]
+    assert ours, "the plugin registers its markers"
+    for marker in ours:
+        name = marker.split("(", 1)[0]
+        assert re.search(rf"^\| `{name}[`(]", table, flags=re.M), f"marker {name} is not in the table"

@@ -95,3 +95,33 @@ def test_a_kept_plane_state_directory_is_0700(tmp_path: Path) -> None:
         assert mode(state_dir) == 0o700
     finally:
         lock.close()
+
+
+def test_a_pykube_client_of_an_inline_key_never_writes_it_to_the_shared_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pykube-ng writes inline (`*-data`) certificates and keys to `<tmp>/pykube-ng.<md5>.crt` with
+    the umask's mode when a request needs them; the harness's clients hand it private files instead."""
+    import requests
+
+    from envtest.clusters import Cluster
+    from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
+    from envtest.pki import CertificateAuthority
+
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(shared))
+    monkeypatch.setattr("envtest.kubeconfig._pem_folder", None)
+    ca = CertificateAuthority.create("test-ca", valid_days=1)
+    client = ca.issue_client("admin", ["system:masters"])
+    path = write_kubeconfig(
+        tmp_path / "admin.kubeconfig",
+        kubeconfig_dict(server="https://127.0.0.1:1", ca_pem=ca.cert_pem, client=client, user="admin"),
+    )
+    api = Cluster.new_pykube_from(path)
+    with pytest.raises(requests.ConnectionError):  # nothing listens: pykube-ng got as far as TLS
+        api.session.get(f"{api.url}/version", timeout=5)
+    assert not list(shared.glob("pykube-ng.*")), "a certificate or key was written to the shared temp dir"
+    key = Path(api.config.user["client-key"].filename())
+    assert key.read_bytes() == client.key_pem
+    assert mode(key) == 0o600 and mode(key.parent) == 0o700

@@ -13,7 +13,10 @@ process every one of these names the developer's cluster unless someone points t
 - `KUBECONFIG` is set to the file; `KUBERNETES_SERVICE_HOST`/`_PORT` (and pykube-ng's `PYKUBE_`
   twins) are removed, so in-cluster detection cannot pick the pod a CI job runs in;
 - the default `Configuration` of `kubernetes.client`, and of `kubernetes.aio` and
-  `kubernetes_asyncio` where they import, is the file's current context.
+  `kubernetes_asyncio` where they import, is the file's current context;
+- those libraries' `KUBE_CONFIG_DEFAULT_LOCATION` names the file: they read `KUBECONFIG` once, when
+  they are imported (this plugin imports the official client before any frame opens), and their
+  `load_kube_config()` with no file reads that constant, not the environment.
 
 The plugin keeps the session's admin in the bottom frame (a placeholder that reaches no cluster until
 the plane is up) and each running operator's identity above it. Everything is restored exactly at
@@ -47,6 +50,15 @@ SYNC_CLIENTS = ("kubernetes.client",)
 ASYNC_CLIENTS = ("kubernetes.aio.client", "kubernetes_asyncio.client")
 """Client packages whose `Configuration` default is pointed; async loaders are coroutines."""
 
+LOADER_MODULES = tuple(
+    f"{library}.config{inner}"
+    for library in ("kubernetes", "kubernetes.aio", "kubernetes_asyncio")
+    for inner in ("", ".kube_config")
+)
+"""Where the client libraries keep `KUBE_CONFIG_DEFAULT_LOCATION`, the file `load_kube_config()` and
+`load_config()` read when given none (the package re-exports the constant: both copies are read)."""
+LOADER_DEFAULT = "KUBE_CONFIG_DEFAULT_LOCATION"
+
 _UNSET = object()
 
 
@@ -79,6 +91,7 @@ class _Stack:
         self._frames: list[Frame] = []
         self._saved_env: dict[str, object] = {}  # variable → value before the first frame (or _UNSET)
         self._saved_defaults: dict[str, object] = {}  # module → its Configuration._default then
+        self._saved_locations: dict[str, object] = {}  # module → its LOADER_DEFAULT then
 
     def push(self, frame: Frame) -> None:
         with self._lock:
@@ -117,6 +130,10 @@ class _Stack:
             configuration = _configuration_class(module)
             if configuration is not None:
                 self._saved_defaults[module] = configuration._default
+        for module in LOADER_MODULES:
+            loader = _loaded_module(module)
+            if loader is not None and hasattr(loader, LOADER_DEFAULT):
+                self._saved_locations[module] = getattr(loader, LOADER_DEFAULT)
 
     def _restore(self) -> None:
         for name, value in self._saved_env.items():
@@ -128,8 +145,13 @@ class _Stack:
             configuration = _configuration_class(module)
             if configuration is not None:
                 configuration._default = default  # the very object: nothing else held it as a copy
+        for module, location in self._saved_locations.items():
+            loader = _loaded_module(module)
+            if loader is not None:
+                setattr(loader, LOADER_DEFAULT, location)
         self._saved_env.clear()
         self._saved_defaults.clear()
+        self._saved_locations.clear()
 
     def _apply(self, frame: Frame) -> None:
         os.environ["KUBECONFIG"] = str(frame.kubeconfig)
@@ -146,6 +168,18 @@ class _Stack:
             except Exception as exc:  # a placeholder or a library that cannot read this file
                 log.debug("%s: default configuration not set from %s: %s", module, frame.kubeconfig, exc)
                 configuration.set_default(None)
+        for module in LOADER_MODULES:
+            loader = _loaded_module(module)
+            if loader is None or not hasattr(loader, LOADER_DEFAULT):
+                continue
+            if module not in self._saved_locations:  # imported after the first frame opened: from it
+                self._saved_locations[module] = self._environment_location()
+            setattr(loader, LOADER_DEFAULT, str(frame.kubeconfig))
+
+    def _environment_location(self) -> str:
+        """What a library imported before the first frame would have read from the environment."""
+        value = self._saved_env.get("KUBECONFIG", _UNSET)
+        return "~/.kube/config" if value is _UNSET else str(value)
 
 
 _stack = _Stack()
@@ -175,8 +209,13 @@ def pointed(kubeconfig: Path | str, *, label: str = "") -> Iterator[Frame]:
 def _configuration_class(module: str) -> Any:
     """`<module>.Configuration` when that client library imports here, else None. Only libraries
     already imported or importable are touched: an optional one that is absent costs nothing."""
+    return getattr(_loaded_module(module), "Configuration", None)
+
+
+def _loaded_module(module: str) -> Any:
+    """`module` if it imports here, else None."""
     try:
-        return importlib.import_module(module).Configuration
+        return importlib.import_module(module)
     except Exception:  # ImportError, or an async client whose optional dependency (aiohttp) is missing
         return None
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from envtest.errors import ConfigError, EnvtestError
-from envtest.kubeconfig import write_kubeconfig
+from envtest.kubeconfig import keep_pykube_pems_private, write_kubeconfig
 from envtest.loopback import no_proxy_for_loopback, no_proxy_for_loopback_config
 
 if TYPE_CHECKING:  # heavy imports stay out of `pytest --help`
@@ -91,6 +91,7 @@ class Cluster:
         user (EKS, GKE, …) runs its plugin once per credential, not per request as pykube-ng would."""
         import pykube
 
+        keep_pykube_pems_private(config)  # else a private key lands world-readable in /tmp
         adapter = None
         if config.user.get("exec"):
             from envtest.execauth import ExecAuthAdapter

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
 import base64
+import hashlib
 import os
+import shutil
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from envtest.pki import CertKey
+from envtest.pki import CertKey, write_private
+
+if TYPE_CHECKING:
+    import pykube
 
 
 def _b64(data: bytes) -> str:
@@ -61,3 +69,52 @@ def with_server(config: dict[str, Any], server: str) -> dict[str, Any]:
     for entry in copy["clusters"]:
         entry["cluster"]["server"] = server
     return copy
+
+
+PYKUBE_PEMS = (
+    ("cluster", "clusters", "certificate-authority"),
+    ("user", "users", "client-certificate"),
+    ("user", "users", "client-key"),
+)
+"""pykube-ng's certificate fields: (context key, kubeconfig section, field)."""
+
+_pem_folder: Path | None = None
+_pem_lock = threading.Lock()
+
+
+def keep_pykube_pems_private(config: pykube.KubeConfig) -> None:
+    """Hand pykube-ng the inline (`*-data`) certificates and key of `config`'s current context as
+    files of this process's own: 0600, in a 0700 folder removed at exit.
+
+    Given inline data, pykube-ng writes it to `<tmp>/pykube-ng.<md5>.crt` with the umask's mode — a
+    private key any local user can read — and never removes it."""
+    from pykube.config import BytesOrFile
+
+    context = config.contexts[config.current_context]
+    for context_key, section, field in PYKUBE_PEMS:
+        raw = _named_entry(config.doc, section, context.get(context_key))
+        data = raw.get(f"{field}-data") if raw else None
+        if not data:
+            continue
+        pem = base64.b64decode(data)
+        entries = config.cluster if context_key == "cluster" else config.user
+        entries[field] = BytesOrFile(filename=str(_private_pem(pem)))
+
+
+def _named_entry(doc: dict[str, Any], section: str, name: Any) -> dict[str, Any] | None:
+    for entry in doc.get(section) or []:
+        if entry.get("name") == name:
+            return entry.get(section[:-1]) or {}
+    return None
+
+
+def _private_pem(pem: bytes) -> Path:
+    global _pem_folder
+    with _pem_lock:
+        if _pem_folder is None:
+            _pem_folder = Path(tempfile.mkdtemp(prefix="envtest-pems-"))  # 0700
+            atexit.register(shutil.rmtree, _pem_folder, ignore_errors=True)
+        path = _pem_folder / f"{hashlib.sha256(pem).hexdigest()[:32]}.pem"
+        if not path.exists():
+            write_private(path, pem)
+        return path

@@ -117,6 +117,10 @@ def _async_fixtures() -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _release_ambient(config)  # a session that never finished (a usage error during collection)
+
+
+def _release_ambient(config: pytest.Config) -> None:
     from envtest.plugin.state import AMBIENT_KEY
 
     if AMBIENT_KEY in config.stash:
@@ -146,6 +150,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if SESSION_KEY in config.stash:
         config.stash[SESSION_KEY].finish()
+        # Here, not only at unconfigure: an xdist worker is shut down once it has reported the
+        # end of its session, and its unconfigure (with the folder's removal) may never run.
+        _release_ambient(config)
     elif not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
         # An unconfigured project whose workers used the prefixed fixtures: the controller, which
         # never needed a session of its own, stops the plane they shared (if any: a cheap check).

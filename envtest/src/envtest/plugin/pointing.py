@@ -12,6 +12,7 @@ kubeconfig and context the run was given (`--envtest-kubeconfig`, `--envtest-con
 
 from __future__ import annotations
 
+import base64
 import os
 import tempfile
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from envtest import ambient
+from envtest.pki import write_private
 from envtest.plugin.state import AMBIENT_KEY
 
 PLACEHOLDER_SERVER = "https://envtest-cluster-not-started-yet.invalid"
@@ -47,33 +49,43 @@ def point_at_placeholder(config: pytest.Config) -> None:
 
 
 def point_at_cluster(config: pytest.Config, kubeconfig: Path, context: str | None = None) -> None:
-    """The session's cluster is up: the environment names its admin from now on. A `context` other
-    than the file's current one gets a copy of the file (in the session's private folder) whose
-    current context it is, since `KUBECONFIG` cannot name a context."""
+    """The session's cluster is up: the environment names its admin from now on, through a private
+    copy of `kubeconfig` (see `_private_copy`)."""
     entry = config.stash.get(AMBIENT_KEY, None)
     if entry is None:
         return
     frame, folder = entry
-    if context:
-        kubeconfig = _with_context(kubeconfig, context, folder / "session.kubeconfig")
-    frame.repoint(kubeconfig)
+    frame.repoint(_private_copy(kubeconfig, context, folder))
 
 
 PATH_KEYS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
 """Fields of a kubeconfig holding file names, relative to the file's own folder."""
 
 
-def _with_context(source: Path, context: str, dest: Path) -> Path:
+def _private_copy(source: Path, context: str | None, folder: Path) -> Path:
+    """`source` as the environment names it: a copy in the session's private folder whose current
+    context is `context` (`KUBECONFIG` cannot name a context) and whose inline certificates and keys
+    (`*-data`) are files beside it. pykube-ng's `KubeConfig.from_env()`, in a test or an operator,
+    would otherwise write an inline key to `/tmp/pykube-ng.<md5>.crt`, readable by every local user,
+    and leave it there."""
     doc = yaml.safe_load(source.read_text()) or {}
-    if doc.get("current-context") == context:
-        return source
-    doc["current-context"] = context
+    if context:
+        doc["current-context"] = context
     for section, key in (("clusters", "cluster"), ("users", "user")):
-        for entry in doc.get(section) or []:
+        for index, entry in enumerate(doc.get(section) or []):
             fields = entry.get(key) or {}
             for name in PATH_KEYS:
                 if isinstance(fields.get(name), str):
                     fields[name] = str((source.parent / Path(fields[name]).expanduser()).resolve())
+                if fields.get(f"{name}-data"):
+                    pem = folder / f"{key}-{index}-{name}.pem"
+                    write_private(pem, base64.b64decode(fields.pop(f"{name}-data")))
+                    fields[name] = str(pem)
+            command = (fields.get("exec") or {}).get("command")
+            if isinstance(command, str) and os.sep in command and not os.path.isabs(command):
+                # client-go resolves a relative plugin path against the kubeconfig's folder
+                fields["exec"]["command"] = str((source.parent / command).resolve())
+    dest = folder / "session.kubeconfig"
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         yaml.safe_dump(doc, fh)

@@ -1,0 +1,99 @@
+"""Code that finds its cluster itself, as the plugin points the process's environment at it.
+
+An operator that finds its cluster itself — `load_kube_config()` with no file, `load_config()`,
+`new_client_from_config()`, `pykube.KubeConfig.from_env()`, the async clients' loaders — acts as its
+own ServiceAccount, asked of the apiserver (SelfSubjectReview). The client libraries read `KUBECONFIG`
+once, at import, which in this process came before any operator ran: what they load must still be
+the operator's identity, never the file the developer's shell named. And a test's own
+`pykube.KubeConfig.from_env()` leaves no certificate or key in the shared temporary folder."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pykube
+import pytest
+
+from envtest import eventually
+from envtest.adapters.threads import run_in_thread
+
+REVIEW = "apis/authentication.k8s.io/v1/selfsubjectreviews"
+BODY = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+ASYNC_LIBRARIES = ("kubernetes.aio", "kubernetes_asyncio")
+
+SEEN: dict[str, dict[str, str]] = {}
+"""namespace → loader → the username the apiserver saw, filled by the operator below."""
+
+
+def _official(api: kubernetes.client.ApiClient) -> str:
+    with api:
+        review = kubernetes.client.AuthenticationV1Api(api).create_self_subject_review(BODY)
+        return str(review.status.user_info.username)
+
+
+async def _async_whoami(library: str) -> str:
+    module = importlib.import_module(library)
+    configuration = module.client.Configuration()
+    await module.config.load_kube_config(client_configuration=configuration)  # no file: the default
+    async with module.client.ApiClient(configuration) as api:
+        review = await module.client.AuthenticationV1Api(api).create_self_subject_review(BODY)
+        return str(review.status.user_info.username)
+
+
+def find_the_cluster_alone(stop: threading.Event, *, namespace: str, limit: float) -> None:
+    """Every way a client-based operator finds its cluster without being given it."""
+    seen: dict[str, str] = {}
+    configuration = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(client_configuration=configuration)
+    seen["load_kube_config"] = _official(kubernetes.client.ApiClient(configuration))
+    seen["new_client_from_config"] = _official(kubernetes.config.new_client_from_config())
+    kubernetes.config.load_config()  # what many mains call: in-cluster, else the kubeconfig
+    seen["load_config"] = _official(kubernetes.client.ApiClient())
+    kube = pykube.HTTPClient(pykube.KubeConfig.from_env())
+    response = kube.session.post(f"{kube.url}/{REVIEW}", json=BODY, timeout=limit)
+    response.raise_for_status()
+    seen["pykube_from_env"] = response.json()["status"]["userInfo"]["username"]
+    for library in ASYNC_LIBRARIES:
+        try:
+            importlib.import_module(library)
+        except ImportError:
+            continue
+        seen[library] = asyncio.run(_async_whoami(library))
+    SEEN[namespace] = seen
+    stop.wait()
+
+
+@pytest.fixture
+def envtest_operator_factory(timeouts: Any) -> Any:
+    limit = timeouts(10)
+
+    def find(stop: threading.Event, *, namespace: str) -> None:
+        find_the_cluster_alone(stop, namespace=namespace, limit=limit)
+
+    return run_in_thread(find, name="find-the-cluster-alone")
+
+
+def test_an_operator_loading_its_own_configuration_is_its_service_account(
+    operator: Any, namespace: str, timeouts: Any
+) -> None:
+    seen = eventually(lambda: SEEN[namespace], retry_on=(KeyError,), timeout=timeouts(30))
+    expected = f"system:serviceaccount:{namespace}:envtest-operator"
+    assert {"load_kube_config", "new_client_from_config", "load_config", "pykube_from_env"} <= set(seen)
+    assert seen == dict.fromkeys(seen, expected)
+
+
+def test_a_client_built_from_the_environment_leaves_no_key_in_the_shared_temp_dir(
+    kube: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pykube-ng writes a kubeconfig's inline certificates and keys to `<tmp>/pykube-ng.<md5>.crt`
+    (the umask's mode: any local user reads the admin's key) and never removes them; the file the
+    environment names holds them as files of the session's private folder instead."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    admin = pykube.HTTPClient(pykube.KubeConfig.from_env())
+    assert pykube.Namespace.objects(admin).get(name="default").exists()
+    assert not list(tmp_path.glob("pykube-ng.*"))
