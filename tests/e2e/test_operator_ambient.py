@@ -97,3 +97,53 @@ def test_a_client_built_from_the_environment_leaves_no_key_in_the_shared_temp_di
     admin = pykube.HTTPClient(pykube.KubeConfig.from_env())
     assert pykube.Namespace.objects(admin).get(name="default").exists()
     assert not list(tmp_path.glob("pykube-ng.*"))
+
+
+IMPORTED: dict[str, Any] = {}
+"""Clients an operator module makes as it is imported: once per process, in the first test that runs
+it (the harness imports an operator's modules once), kept by every later test in that process."""
+SEEN_LATER: dict[str, dict[str, str]] = {}
+
+
+def clients_made_at_import() -> dict[str, Any]:
+    if not IMPORTED:
+        kubernetes.config.load_kube_config()  # no file: what the environment names
+        IMPORTED["official"] = kubernetes.client.AuthenticationV1Api()
+        IMPORTED["pykube"] = pykube.HTTPClient(pykube.KubeConfig.from_env())
+    return IMPORTED
+
+
+def whoami_through_import_time_clients(stop: threading.Event, *, namespace: str, limit: float) -> None:
+    clients = clients_made_at_import()
+    seen = {"official": str(clients["official"].create_self_subject_review(BODY).status.user_info.username)}
+    kube = clients["pykube"]
+    response = kube.session.post(f"{kube.url}/{REVIEW}", json=BODY, timeout=limit)
+    response.raise_for_status()
+    seen["pykube"] = response.json()["status"]["userInfo"]["username"]
+    SEEN_LATER[namespace] = seen
+    stop.wait()
+
+
+@pytest.fixture
+def import_time_operator(envtest_context: Any, envtest_cluster: Any, namespace: str, timeouts: Any) -> Any:
+    limit = timeouts(10)
+
+    def find(stop: threading.Event, *, namespace: str) -> None:
+        whoami_through_import_time_clients(stop, namespace=namespace, limit=limit)
+
+    runner = envtest_context.start_operator(
+        envtest_cluster, namespace, run_in_thread(find, name="import-time-clients")
+    )
+    yield runner
+    runner.stop()
+
+
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_clients_an_operator_made_at_import_act_as_each_later_tests_identity(
+    run: int, import_time_operator: Any, namespace: str, timeouts: Any
+) -> None:
+    """Three runs over at most two processes: in one of them a client made in an earlier test serves
+    a later one — its token must be this test's (the earlier test's ServiceAccount is gone)."""
+    seen = eventually(lambda: SEEN_LATER[namespace], retry_on=(KeyError,), timeout=timeouts(30))
+    expected = f"system:serviceaccount:{namespace}:envtest-operator"
+    assert seen == dict.fromkeys(("official", "pykube"), expected)

@@ -18,6 +18,10 @@ process every one of these names the developer's cluster unless someone points t
   they are imported (this plugin imports the official client before any frame opens), and their
   `load_kube_config()` with no file reads that constant, not the environment.
 
+A frame may load the defaults from another file than the one the environment names (an operator's:
+the environment names a file whose exec credential follows the running test, the defaults take the
+test's token directly).
+
 The plugin keeps the session's admin in the bottom frame (a placeholder that reaches no cluster until
 the plane is up) and each running operator's identity above it. Everything is restored exactly at
 the last close: variables that were unset are unset again, the defaults are the objects they were.
@@ -68,6 +72,10 @@ class Frame:
 
     kubeconfig: Path
     label: str
+    defaults_from: Path | None = None
+    """The file the client libraries' default configurations are loaded from, when not `kubeconfig`
+    (an operator's: the environment names a file whose credential follows the running test, the
+    defaults take this test's token directly — see `envtest.plugin.pointing.follow_operator`)."""
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -157,6 +165,7 @@ class _Stack:
         os.environ["KUBECONFIG"] = str(frame.kubeconfig)
         for name in IN_CLUSTER_VARIABLES:
             os.environ.pop(name, None)
+        source = frame.defaults_from or frame.kubeconfig
         for module in (*SYNC_CLIENTS, *ASYNC_CLIENTS):
             configuration = _configuration_class(module)
             if configuration is None:
@@ -164,9 +173,9 @@ class _Stack:
             if module not in self._saved_defaults:  # imported after the first frame opened
                 self._saved_defaults[module] = configuration._default
             try:
-                configuration.set_default(_load(module, configuration, frame.kubeconfig))
+                configuration.set_default(_load(module, configuration, source))
             except Exception as exc:  # a placeholder or a library that cannot read this file
-                log.debug("%s: default configuration not set from %s: %s", module, frame.kubeconfig, exc)
+                log.debug("%s: default configuration not set from %s: %s", module, source, exc)
                 configuration.set_default(None)
         for module in LOADER_MODULES:
             loader = _loaded_module(module)
@@ -185,9 +194,10 @@ class _Stack:
 _stack = _Stack()
 
 
-def point(kubeconfig: Path | str, *, label: str = "") -> Frame:
-    """Point the process's ambient configuration at `kubeconfig` until the frame is closed."""
-    frame = Frame(Path(kubeconfig), label or str(kubeconfig))
+def point(kubeconfig: Path | str, *, label: str = "", defaults_from: Path | str | None = None) -> Frame:
+    """Point the process's ambient configuration at `kubeconfig` until the frame is closed; the
+    libraries' default configurations at `defaults_from` when given."""
+    frame = Frame(Path(kubeconfig), label or str(kubeconfig), Path(defaults_from) if defaults_from else None)
     _stack.push(frame)
     return frame
 

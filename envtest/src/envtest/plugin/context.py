@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from envtest import objects, timeouts
 from envtest.errors import ClusterScopedLeftover, EnvtestError, FinalizerStuck, HotLoop
 from envtest.plane import streams
-from envtest.plugin import artifacts, cleanup, clusterscoped, grant_probes, isolation, rbac, recording
+from envtest.plugin import (
+    artifacts,
+    cleanup,
+    clusterscoped,
+    grant_probes,
+    isolation,
+    pointing,
+    rbac,
+    recording,
+)
 
 if TYPE_CHECKING:
     import pytest
@@ -262,6 +271,7 @@ class TestContext:
             namespace=None if self.clusterwide else namespace,  # the factory's scope
             home_namespace=namespace,
             kubeconfig=kubeconfig,
+            ambient_kubeconfig=pointing.follow_operator(self.session.config, kubeconfig),
             log_path=log_path,
             loggers=self.session.settings.operator_loggers or None,
         )

@@ -13,9 +13,13 @@ kubeconfig and context the run was given (`--envtest-kubeconfig`, `--envtest-con
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -71,24 +75,34 @@ def _private_copy(source: Path, context: str | None, folder: Path) -> Path:
     doc = yaml.safe_load(source.read_text()) or {}
     if context:
         doc["current-context"] = context
+    return _write_copy(doc, source, folder, "session.kubeconfig")
+
+
+def _write_copy(doc: dict[str, Any], source: Path, folder: Path, name: str) -> Path:
+    """`doc` (read from `source`) written as `folder/name`: paths made absolute, inline PEMs made
+    private files named for their content (a client that loaded an earlier copy keeps reading the
+    files it was given, unchanged)."""
     for section, key in (("clusters", "cluster"), ("users", "user")):
-        for index, entry in enumerate(doc.get(section) or []):
+        for entry in doc.get(section) or []:
             fields = entry.get(key) or {}
-            for name in PATH_KEYS:
-                if isinstance(fields.get(name), str):
-                    fields[name] = str((source.parent / Path(fields[name]).expanduser()).resolve())
-                if fields.get(f"{name}-data"):
-                    pem = folder / f"{key}-{index}-{name}.pem"
-                    write_private(pem, base64.b64decode(fields.pop(f"{name}-data")))
-                    fields[name] = str(pem)
+            for field in PATH_KEYS:
+                if isinstance(fields.get(field), str):
+                    fields[field] = str((source.parent / Path(fields[field]).expanduser()).resolve())
+                if fields.get(f"{field}-data"):
+                    data = base64.b64decode(fields.pop(f"{field}-data"))
+                    pem = folder / f"{key}-{field}-{hashlib.sha256(data).hexdigest()[:16]}.pem"
+                    if not pem.exists():
+                        write_private(pem, data)
+                    fields[field] = str(pem)
             command = (fields.get("exec") or {}).get("command")
             if isinstance(command, str) and os.sep in command and not os.path.isabs(command):
                 # client-go resolves a relative plugin path against the kubeconfig's folder
                 fields["exec"]["command"] = str((source.parent / command).resolve())
-    dest = folder / "session.kubeconfig"
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(doc, fh)
+    # Staged and renamed: a loader reading the file meanwhile sees the old copy or the new one.
+    staged = folder / f"{name}.new"
+    write_private(staged, yaml.safe_dump(doc).encode())
+    dest = folder / name
+    os.replace(staged, dest)
     return dest
 
 
@@ -108,3 +122,50 @@ def _xdist_controller(config: pytest.Config) -> bool:
     """The xdist controller runs no test, and its workers inherit its environment: it must hand
     them the user's, which their settings read (the existing backend's KUBECONFIG)."""
     return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+OPERATOR_KUBECONFIG = "operator.kubeconfig"
+OPERATOR_CREDENTIAL = "operator-credential.json"
+CREDENTIAL_VERSION = "client.authentication.k8s.io/v1beta1"
+"""The exec credential version every client library here reads (pykube-ng knows no v1)."""
+ALWAYS_EXPIRED = "1970-01-01T00:00:00Z"
+"""Makes the libraries run the plugin again before each request instead of keeping a token."""
+
+
+def follow_operator(config: pytest.Config, kubeconfig: Path) -> Path | None:
+    """The file `KUBECONFIG` names while the operator of `kubeconfig` runs: one path per process whose
+    user is an exec credential plugin (`cat` of a private file rewritten at each operator start), so a
+    client the operator's code made from the environment at import — in the first test — acts as the
+    running test's identity in every later test, as a client in production outlives token rotation.
+    Its server and CA are this operator's (a client made before keeps its own: a fault proxy of a
+    later test is not between them). None where nothing follows: no session folder (outside a
+    configured session), a kubeconfig without a token, or no `cat`."""
+    entry = config.stash.get(AMBIENT_KEY, None)
+    cat = shutil.which("cat")
+    if entry is None or cat is None:
+        return None
+    folder: Path = entry[1]
+    doc = yaml.safe_load(kubeconfig.read_text()) or {}
+    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or []}
+    user_name = contexts.get(doc.get("current-context"), {}).get("user")
+    users = [u for u in doc.get("users") or [] if u.get("name") == user_name]
+    token = (users[0].get("user") or {}).get("token") if users else None
+    if not token:
+        return None
+    credential = {
+        "apiVersion": CREDENTIAL_VERSION,
+        "kind": "ExecCredential",
+        "status": {"token": token, "expirationTimestamp": ALWAYS_EXPIRED},
+    }
+    # Replaced, not rewritten in place: a plugin run reads either the old token or the new one.
+    staged = folder / f"{OPERATOR_CREDENTIAL}.new"
+    write_private(staged, json.dumps(credential).encode())
+    os.replace(staged, folder / OPERATOR_CREDENTIAL)
+    exec_user = {
+        "apiVersion": CREDENTIAL_VERSION,
+        "command": cat,
+        "args": [str(folder / OPERATOR_CREDENTIAL)],
+        "interactiveMode": "Never",
+    }
+    users[0]["user"] = {"exec": exec_user}
+    return _write_copy(doc, kubeconfig, folder, OPERATOR_KUBECONFIG)

@@ -180,10 +180,14 @@ class OperatorRunner:
         namespace: str | None,
         home_namespace: str | None = None,
         kubeconfig: Path | None = None,
+        ambient_kubeconfig: Path | None = None,
         log_path: Path | None = None,
         loggers: Sequence[str] | None = None,
     ) -> None:
         self.factory, self.api_factory, self.namespace = factory, api_factory, namespace
+        self.ambient_kubeconfig = ambient_kubeconfig
+        """What `KUBECONFIG` names while it runs, when not `kubeconfig` (a file whose credential
+        follows the running test's identity: `envtest.plugin.pointing.follow_operator`)."""
         self.home_namespace = home_namespace or namespace
         """The namespace its identity lives in (the test's), also when it watches every namespace."""
         self.kubeconfig = kubeconfig
@@ -209,7 +213,11 @@ class OperatorRunner:
         if self.kubeconfig is not None:
             # What kopf's login does in production, for every framework: clients an operator builds
             # from the environment or the official client's default act as its identity.
-            self._ambient = ambient.point(self.kubeconfig, label=f"operator {describe(self.factory)}")
+            self._ambient = ambient.point(
+                self.ambient_kubeconfig or self.kubeconfig,
+                label=f"operator {describe(self.factory)}",
+                defaults_from=self.kubeconfig,
+            )
         try:
             self.operator = self._build()
             self.operator.start()
