@@ -100,50 +100,52 @@ def test_a_client_built_from_the_environment_leaves_no_key_in_the_shared_temp_di
 
 
 IMPORTED: dict[str, Any] = {}
-"""Clients an operator module makes as it is imported: once per process, in the first test that runs
-it (the harness imports an operator's modules once), kept by every later test in that process."""
-SEEN_LATER: dict[str, dict[str, str]] = {}
+"""Clients an operator module makes as it is imported: once per process (the harness imports an
+operator's modules once), in the first test that runs it, kept by every later one."""
 
 
-def clients_made_at_import() -> dict[str, Any]:
+def whoami_through_clients_made_at_import(stop: threading.Event, *, namespace: str, limit: float) -> None:
     if not IMPORTED:
+        IMPORTED["default"] = kubernetes.client.AuthenticationV1Api()  # kopf's walkthrough, at module level
         kubernetes.config.load_kube_config()  # no file: what the environment names
-        IMPORTED["official"] = kubernetes.client.AuthenticationV1Api()
-        IMPORTED["pykube"] = pykube.HTTPClient(pykube.KubeConfig.from_env())
-    return IMPORTED
-
-
-def whoami_through_import_time_clients(stop: threading.Event, *, namespace: str, limit: float) -> None:
-    clients = clients_made_at_import()
-    seen = {"official": str(clients["official"].create_self_subject_review(BODY).status.user_info.username)}
-    kube = clients["pykube"]
+        IMPORTED["load_kube_config"] = kubernetes.client.AuthenticationV1Api()
+        IMPORTED["pykube_from_env"] = pykube.HTTPClient(pykube.KubeConfig.from_env())
+    seen = {
+        name: str(IMPORTED[name].create_self_subject_review(BODY).status.user_info.username)
+        for name in ("default", "load_kube_config")
+    }
+    kube = IMPORTED["pykube_from_env"]
     response = kube.session.post(f"{kube.url}/{REVIEW}", json=BODY, timeout=limit)
     response.raise_for_status()
-    seen["pykube"] = response.json()["status"]["userInfo"]["username"]
-    SEEN_LATER[namespace] = seen
+    seen["pykube_from_env"] = response.json()["status"]["userInfo"]["username"]
+    SEEN[namespace] = seen
     stop.wait()
 
 
-@pytest.fixture
-def import_time_operator(envtest_context: Any, envtest_cluster: Any, namespace: str, timeouts: Any) -> Any:
+def test_clients_an_operator_made_at_import_act_as_the_next_tests_identity(
+    envtest_context: Any, envtest_cluster: Any, namespace: str, timeouts: Any
+) -> None:
+    """Two operators one after the other, as two tests of one process run them, in two namespaces
+    (each its own ServiceAccount): clients the first one's module made at import serve the second
+    as the second's identity — not the first's, whose ServiceAccount lingers until its namespace
+    is gone, nor a refused one."""
     limit = timeouts(10)
 
-    def find(stop: threading.Event, *, namespace: str) -> None:
-        whoami_through_import_time_clients(stop, namespace=namespace, limit=limit)
+    def run(stop: threading.Event, *, namespace: str) -> None:
+        whoami_through_clients_made_at_import(stop, namespace=namespace, limit=limit)
 
-    runner = envtest_context.start_operator(
-        envtest_cluster, namespace, run_in_thread(find, name="import-time-clients")
-    )
-    yield runner
-    runner.stop()
-
-
-@pytest.mark.parametrize("run", [1, 2, 3])
-def test_clients_an_operator_made_at_import_act_as_each_later_tests_identity(
-    run: int, import_time_operator: Any, namespace: str, timeouts: Any
-) -> None:
-    """Three runs over at most two processes: in one of them a client made in an earlier test serves
-    a later one — its token must be this test's (the earlier test's ServiceAccount is gone)."""
-    seen = eventually(lambda: SEEN_LATER[namespace], retry_on=(KeyError,), timeout=timeouts(30))
-    expected = f"system:serviceaccount:{namespace}:envtest-operator"
-    assert seen == dict.fromkeys(("official", "pykube"), expected)
+    IMPORTED.clear()
+    later = envtest_context.create_namespace(envtest_cluster)
+    try:
+        for current in (namespace, later):
+            runner = envtest_context.start_operator(
+                envtest_cluster, current, run_in_thread(run, name="made-at-import")
+            )
+            try:
+                seen = eventually(lambda: SEEN[current], retry_on=(KeyError,), timeout=timeouts(30))  # noqa: B023
+            finally:
+                runner.stop()
+            expected = f"system:serviceaccount:{current}:envtest-operator"
+            assert seen == dict.fromkeys(("default", "load_kube_config", "pykube_from_env"), expected)
+    finally:
+        envtest_context.release_namespace(envtest_cluster, later)

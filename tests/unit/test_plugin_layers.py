@@ -17,7 +17,9 @@ LAYERS: list[set[str]] = [
     {"fixtures"},  # the base fixtures: the run's session and each test's context
     {"session"},  # the root of the run's state: one ClusterSession per process
     {"context"},  # one test: its namespaces, its operator, its teardown order
-    {"settings", "runner", "releases", "sweep", "clusterscoped", "pointing"},
+    {"settings", "runner", "releases", "sweep", "clusterscoped"},
+    {"following"},  # the operator identity earlier clients follow, written as pointing writes copies
+    {"pointing"},  # the session's ambient configuration and its private folder
     {"endpoint", "rbac", "grant_probes", "artifacts", "cleanup", "isolation", "state", "recording"},  # leaves
 ]
 

@@ -18,9 +18,9 @@ process every one of these names the developer's cluster unless someone points t
   they are imported (this plugin imports the official client before any frame opens), and their
   `load_kube_config()` with no file reads that constant, not the environment.
 
-A frame may load the defaults from another file than the one the environment names (an operator's:
-the environment names a file whose exec credential follows the running test, the defaults take the
-test's token directly).
+A frame may load the defaults from another file than the one the environment names, and have them
+read their token from a credential file before each request (an operator's: clients made from them
+in an earlier test follow the running test's identity, see `envtest.plugin.following`).
 
 The plugin keeps the session's admin in the bottom frame (a placeholder that reaches no cluster until
 the plane is up) and each running operator's identity above it. Everything is restored exactly at
@@ -32,10 +32,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,10 @@ class Frame:
     label: str
     defaults_from: Path | None = None
     """The file the client libraries' default configurations are loaded from, when not `kubeconfig`
-    (an operator's: the environment names a file whose credential follows the running test, the
-    defaults take this test's token directly — see `envtest.plugin.pointing.follow_operator`)."""
+    (an operator's: the environment names a file whose credential follows the running test)."""
+    token_file: Path | None = None
+    """An ExecCredential file the default configurations read their bearer token from before each
+    request, so copies made from them earlier follow it (see `envtest.plugin.following`)."""
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -173,7 +176,10 @@ class _Stack:
             if module not in self._saved_defaults:  # imported after the first frame opened
                 self._saved_defaults[module] = configuration._default
             try:
-                configuration.set_default(_load(module, configuration, source))
+                loaded = _load(module, configuration, source)
+                if frame.token_file is not None:
+                    loaded.refresh_api_key_hook = _bearer_from(frame.token_file)
+                configuration.set_default(loaded)
             except Exception as exc:  # a placeholder or a library that cannot read this file
                 log.debug("%s: default configuration not set from %s: %s", module, source, exc)
                 configuration.set_default(None)
@@ -194,10 +200,21 @@ class _Stack:
 _stack = _Stack()
 
 
-def point(kubeconfig: Path | str, *, label: str = "", defaults_from: Path | str | None = None) -> Frame:
+def point(
+    kubeconfig: Path | str,
+    *,
+    label: str = "",
+    defaults_from: Path | str | None = None,
+    token_file: Path | str | None = None,
+) -> Frame:
     """Point the process's ambient configuration at `kubeconfig` until the frame is closed; the
-    libraries' default configurations at `defaults_from` when given."""
-    frame = Frame(Path(kubeconfig), label or str(kubeconfig), Path(defaults_from) if defaults_from else None)
+    libraries' default configurations at `defaults_from` when given, their token at `token_file`."""
+    frame = Frame(
+        Path(kubeconfig),
+        label or str(kubeconfig),
+        Path(defaults_from) if defaults_from else None,
+        Path(token_file) if token_file else None,
+    )
     _stack.push(frame)
     return frame
 
@@ -208,8 +225,9 @@ def current() -> Frame | None:
 
 
 @contextlib.contextmanager
-def pointed(kubeconfig: Path | str, *, label: str = "") -> Iterator[Frame]:
-    frame = point(kubeconfig, label=label)
+def pointed(kubeconfig: Path | str, **options: Any) -> Iterator[Frame]:
+    """`point(kubeconfig, **options)` for the duration of a `with` block."""
+    frame = point(kubeconfig, **options)
     try:
         yield frame
     finally:
@@ -238,6 +256,21 @@ def _load(module: str, configuration: Any, kubeconfig: Path) -> Any:
     if asyncio.iscoroutine(result):  # the async libraries' loaders; a loop of their own, here
         _run_coroutine(result)
     return target
+
+
+def _bearer_from(token_file: Path) -> Callable[[Any], None]:
+    """A `refresh_api_key_hook` (the official client's and the async libraries' alike call it before
+    each request) setting the token the ExecCredential `token_file` holds now. Copies of a
+    configuration share its hook: a client made from the default in an earlier test follows too."""
+
+    def refresh(configuration: Any) -> None:
+        try:
+            token = json.loads(token_file.read_text())["status"]["token"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # the session is over (its folder removed): the last token stays
+        configuration.api_key["BearerToken"] = f"Bearer {token}"
+
+    return refresh
 
 
 def _run_coroutine(coroutine: Any) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 from ..api.v1 import SWITCHOVER_ANNOTATION, MySQLClusterSpec
 from ..database import actions
 from ..database.engines import Engine
-from ..database.failover import Assessment, assess, cut_off, due
+from ..database.failover import PRIMARY_DATA_REPLACED, Assessment, assess, cut_off, due
 from ..database.replication import PRIMARY, REPLICA, ROLE_LABEL
 from ..runtime.podexec import ExecError
 from .children import resources
@@ -49,9 +49,6 @@ Obj = dict[str, Any]
 
 FIRST_PRIMARY_REPLICATES = "FirstPrimaryReplicates"
 """The reason for a first primary whose datadir still replicates (see `Roles._still_replicating`)."""
-PRIMARY_DATA_REPLACED = "PrimaryDataReplaced"
-"""The reason (as `database.failover.assess` gives once a primary has served) for a first primary whose
-volume was made anew over a cluster that has run."""
 
 
 class Roles:

@@ -54,6 +54,10 @@ class Assessment:
     """Replace it now, without waiting for afterSeconds."""
 
 
+PRIMARY_DATA_REPLACED = "PrimaryDataReplaced"
+"""A primary on a data volume made anew (or never recorded, before a first primary): never served."""
+
+
 def assess(
     primary: Member | None, name: str, replicas: list[Member], promoted_claim: str | None
 ) -> Assessment:
@@ -65,7 +69,7 @@ def assess(
             f"pod {name}'s data volume is not the one it was promoted on (claim uid {primary.claim_uid}, "
             f"promoted on {promoted_claim}): an empty datadir is never served as primary"
         )
-        return Assessment("lost", "PrimaryDataReplaced", message, immediate=True)
+        return Assessment("lost", PRIMARY_DATA_REPLACED, message, immediate=True)
     if primary.terminating:
         return Assessment("lost", "PrimaryTerminating", f"pod {name} is being deleted")
     if not primary.ready:

@@ -25,9 +25,9 @@ from envtest.plugin import (
     artifacts,
     cleanup,
     clusterscoped,
+    following,
     grant_probes,
     isolation,
-    pointing,
     rbac,
     recording,
 )
@@ -257,7 +257,7 @@ class TestContext:
         from envtest.plugin.runner import OperatorRunner, api_factory_for
 
         began = time.monotonic()
-        kubeconfig = self.operator_kubeconfig(cluster, namespace)
+        kubeconfig = identity = self.operator_kubeconfig(cluster, namespace)
         _timing("operator_identity", began, self.nodeid)  # a part of operator_start, for benchmarks
         if self.faults is not None and self.faults.fronts(cluster):
             # `name` labels this instance in the proxy's counters, rules and kill switch.
@@ -271,7 +271,9 @@ class TestContext:
             namespace=None if self.clusterwide else namespace,  # the factory's scope
             home_namespace=namespace,
             kubeconfig=kubeconfig,
-            ambient_kubeconfig=pointing.follow_operator(self.session.config, kubeconfig),
+            following=following.follow_operator(
+                self.session.config, identity, None if kubeconfig == identity else kubeconfig
+            ),
             log_path=log_path,
             loggers=self.session.settings.operator_loggers or None,
         )

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -75,10 +73,10 @@ def _private_copy(source: Path, context: str | None, folder: Path) -> Path:
     doc = yaml.safe_load(source.read_text()) or {}
     if context:
         doc["current-context"] = context
-    return _write_copy(doc, source, folder, "session.kubeconfig")
+    return write_copy(doc, source, folder, "session.kubeconfig")
 
 
-def _write_copy(doc: dict[str, Any], source: Path, folder: Path, name: str) -> Path:
+def write_copy(doc: dict[str, Any], source: Path, folder: Path, name: str) -> Path:
     """`doc` (read from `source`) written as `folder/name`: paths made absolute, inline PEMs made
     private files named for their content (a client that loaded an earlier copy keeps reading the
     files it was given, unchanged)."""
@@ -122,50 +120,3 @@ def _xdist_controller(config: pytest.Config) -> bool:
     """The xdist controller runs no test, and its workers inherit its environment: it must hand
     them the user's, which their settings read (the existing backend's KUBECONFIG)."""
     return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
-
-
-OPERATOR_KUBECONFIG = "operator.kubeconfig"
-OPERATOR_CREDENTIAL = "operator-credential.json"
-CREDENTIAL_VERSION = "client.authentication.k8s.io/v1beta1"
-"""The exec credential version every client library here reads (pykube-ng knows no v1)."""
-ALWAYS_EXPIRED = "1970-01-01T00:00:00Z"
-"""Makes the libraries run the plugin again before each request instead of keeping a token."""
-
-
-def follow_operator(config: pytest.Config, kubeconfig: Path) -> Path | None:
-    """The file `KUBECONFIG` names while the operator of `kubeconfig` runs: one path per process whose
-    user is an exec credential plugin (`cat` of a private file rewritten at each operator start), so a
-    client the operator's code made from the environment at import — in the first test — acts as the
-    running test's identity in every later test, as a client in production outlives token rotation.
-    Its server and CA are this operator's (a client made before keeps its own: a fault proxy of a
-    later test is not between them). None where nothing follows: no session folder (outside a
-    configured session), a kubeconfig without a token, or no `cat`."""
-    entry = config.stash.get(AMBIENT_KEY, None)
-    cat = shutil.which("cat")
-    if entry is None or cat is None:
-        return None
-    folder: Path = entry[1]
-    doc = yaml.safe_load(kubeconfig.read_text()) or {}
-    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or []}
-    user_name = contexts.get(doc.get("current-context"), {}).get("user")
-    users = [u for u in doc.get("users") or [] if u.get("name") == user_name]
-    token = (users[0].get("user") or {}).get("token") if users else None
-    if not token:
-        return None
-    credential = {
-        "apiVersion": CREDENTIAL_VERSION,
-        "kind": "ExecCredential",
-        "status": {"token": token, "expirationTimestamp": ALWAYS_EXPIRED},
-    }
-    # Replaced, not rewritten in place: a plugin run reads either the old token or the new one.
-    staged = folder / f"{OPERATOR_CREDENTIAL}.new"
-    write_private(staged, json.dumps(credential).encode())
-    os.replace(staged, folder / OPERATOR_CREDENTIAL)
-    exec_user = {
-        "apiVersion": CREDENTIAL_VERSION,
-        "command": cat,
-        "args": [str(folder / OPERATOR_CREDENTIAL)],
-        "interactiveMode": "Never",
-    }
-    users[0]["user"] = {"exec": exec_user}
-    return _write_copy(doc, kubeconfig, folder, OPERATOR_KUBECONFIG)

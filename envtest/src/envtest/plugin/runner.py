@@ -19,10 +19,13 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from envtest import ambient
 from envtest.errors import ConfigError, OperatorFailed
+
+if TYPE_CHECKING:
+    from envtest.plugin.following import Following
 
 
 class OperatorLike(Protocol):
@@ -180,14 +183,14 @@ class OperatorRunner:
         namespace: str | None,
         home_namespace: str | None = None,
         kubeconfig: Path | None = None,
-        ambient_kubeconfig: Path | None = None,
+        following: Following | None = None,
         log_path: Path | None = None,
         loggers: Sequence[str] | None = None,
     ) -> None:
         self.factory, self.api_factory, self.namespace = factory, api_factory, namespace
-        self.ambient_kubeconfig = ambient_kubeconfig
-        """What `KUBECONFIG` names while it runs, when not `kubeconfig` (a file whose credential
-        follows the running test's identity: `envtest.plugin.pointing.follow_operator`)."""
+        self.following = following
+        """What `KUBECONFIG` names while it runs, and the credential the default configurations
+        read, when they follow the running test's identity (`envtest.plugin.following`)."""
         self.home_namespace = home_namespace or namespace
         """The namespace its identity lives in (the test's), also when it watches every namespace."""
         self.kubeconfig = kubeconfig
@@ -213,10 +216,12 @@ class OperatorRunner:
         if self.kubeconfig is not None:
             # What kopf's login does in production, for every framework: clients an operator builds
             # from the environment or the official client's default act as its identity.
+            follow = self.following
             self._ambient = ambient.point(
-                self.ambient_kubeconfig or self.kubeconfig,
+                follow.kubeconfig if follow else self.kubeconfig,
                 label=f"operator {describe(self.factory)}",
                 defaults_from=self.kubeconfig,
+                token_file=follow.credential if follow else None,
             )
         try:
             self.operator = self._build()
