@@ -74,13 +74,17 @@ def check(dist: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        print("usage: check_dists.py [DIST_FOLDER]  (default: dist)", file=sys.stderr)
+        return 2
     (dist,) = argv or ["dist"]
     report = check(Path(dist))
     for line in report:
         print(f"check_dists: {line}", file=sys.stderr)
     if not report:
         print(
-            f"check_dists: {', '.join(PACKAGES)}: sdist and wheel hold the package and LICENSE, nothing else"
+            f"check_dists: {', '.join(PACKAGES)}: sdist and wheel hold the package and LICENSE; "
+            "no tests, caches or compiled files"
         )
     return 1 if report else 0
 

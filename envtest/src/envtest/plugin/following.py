@@ -10,7 +10,7 @@ no token of their own:
 - `operator-<server>.kubeconfig`, one per server (the cluster's apiserver, or a test's fault proxy),
   whose user is an exec credential plugin: `cat` of `operator-<cluster>.credential.json`, a private
   ExecCredential rewritten at each operator start and marked already expired. The official sync
-  client, pykube-ng and client-go run the plugin again before each request (a `cat`, about 2 ms);
+  client, pykube-ng and client-go run the plugin again before each request (a `cat`, a few ms);
 - the client libraries' default configurations (`envtest.ambient`) read the same file in-process
   before each request, so a `CoreV1Api()` made at import from the default follows it as well.
 
