@@ -103,6 +103,9 @@ class FakeKube:
         """(resource, name, uid precondition) of every delete that found its object."""
         self.graces: list[tuple[str, str, int | None]] = []
         """(resource, name, gracePeriodSeconds) of the same deletes."""
+        self.stale: dict[tuple[str, str | None, str], Obj] = {}
+        """What an informer cache still holds (a deleted object's namesake): a get that is not
+        fresh returns it instead of the live object."""
 
     # -- helpers for tests -------------------------------------------------------------------
 
@@ -148,6 +151,8 @@ class FakeKube:
 
     def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> Obj | None:
         self._maybe_fail("get", kind.endpoint)
+        if not fresh and (kind.endpoint, namespace, name) in self.stale:
+            return copy.deepcopy(self.stale[(kind.endpoint, namespace, name)])
         return self.peek(kind, namespace, name)
 
     def list(self, kind: Kind, namespace: str, label_selector: str, *, fresh: bool = False) -> list[Obj]:

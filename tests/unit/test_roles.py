@@ -254,6 +254,30 @@ def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_p
     assert condition(status(kube), DEGRADED)["status"] == "False"
 
 
+def test_the_first_primary_guard_reads_claims_fresh_not_from_a_cache_holding_the_deleted_one(
+    kube: FakeKube, reconciler: MySQLClusterReconciler
+) -> None:
+    """Pod 0's claim deleted and made anew: a cache may still hold the old one (as old as pod 1's),
+    which would let the empty datadir through; the guard asks the apiserver."""
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    made_at(kube, 1, "2026-01-05T10:00:00Z")
+    made_at(kube, 0, "2026-03-01T09:00:00Z")
+    old = {
+        "metadata": {
+            "name": "data-db-mysql-0",
+            "namespace": "ns",
+            "creationTimestamp": "2026-01-05T09:59:00Z",
+        }
+    }
+    kube.stale[(PersistentVolumeClaim.endpoint, "ns", "data-db-mysql-0")] = old
+    set_pod(kube, 0, ready=True)
+    set_pod(kube, 1, ready=False)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) is None
+    assert condition(status(kube), DEGRADED)["reason"] == "PrimaryDataReplaced"
+
+
 @pytest.mark.parametrize(
     ("first", "second", "restore"),
     [
