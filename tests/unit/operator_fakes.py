@@ -105,7 +105,7 @@ class FakeKube:
         """(resource, name, gracePeriodSeconds) of the same deletes."""
         self.stale: dict[tuple[str, str | None, str], Obj] = {}
         """What an informer cache still holds (a deleted object's namesake): a get that is not
-        fresh returns it instead of the live object."""
+        fresh returns it instead of the live object (lists are not affected)."""
 
     # -- helpers for tests -------------------------------------------------------------------
 

@@ -73,7 +73,9 @@ def test_a_client_loaded_from_the_file_acts_as_each_later_operators_token(
 
     second = follow_operator(session, _identity(tmp_path, "test-2", "token-two"))
 
-    assert second == first, "one file per cluster: what loaded it once keeps reading it"
+    assert (second.kubeconfig, second.credential) == (first.kubeconfig, first.credential), (
+        "one file per cluster"
+    )
     assert _bearer(imported) == "Bearer token-two"
     for path in session.folder.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
@@ -137,3 +139,25 @@ def test_nothing_follows_a_kubeconfig_without_a_token_or_outside_a_session(
     assert follow_operator(session, _identity(tmp_path, "admin", "")) is None
     outside = SimpleNamespace(stash=pytest.Stash())
     assert follow_operator(outside, _identity(tmp_path, "test", "token")) is None  # type: ignore[arg-type]
+
+
+def test_an_operator_that_outlives_a_later_one_gets_its_own_token_back(session: Any, tmp_path: Path) -> None:
+    """Two operators on one cluster, the second started and stopped inside the first's run (a test's
+    neighbour): once the second stops, clients follow the first again, not the stopped one."""
+    one, two = _identity(tmp_path, "a", "token-a"), _identity(tmp_path, "b", "token-b")
+    first = follow_operator(session, one)
+    assert first is not None
+    with ambient.pointed(
+        first.kubeconfig, defaults_from=one, token_file=first.credential, credential=first.body
+    ):
+        made_by_first = client.Configuration.get_default_copy()
+        loaded = client.Configuration()
+        config.load_kube_config(config_file=str(first.kubeconfig), client_configuration=loaded)
+        second = follow_operator(session, two)
+        assert second is not None
+        with ambient.pointed(
+            second.kubeconfig, defaults_from=two, token_file=second.credential, credential=second.body
+        ):
+            assert _bearer(made_by_first) == _bearer(loaded) == "Bearer token-b"
+        assert _bearer(made_by_first) == _bearer(loaded) == "Bearer token-a"
+        assert not [p.name for p in session.folder.iterdir() if p.name.startswith(".")], "no staged file left"

@@ -254,28 +254,39 @@ def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_p
     assert condition(status(kube), DEGRADED)["status"] == "False"
 
 
-def test_the_first_primary_guard_reads_claims_fresh_not_from_a_cache_holding_the_deleted_one(
-    kube: FakeKube, reconciler: MySQLClusterReconciler
+@pytest.mark.parametrize(
+    ("pod_0", "pod_1", "cached", "first_role"),
+    [
+        # Pod 0's claim made anew: a cached namesake as old as pod 1's would let the empty datadir in.
+        ("2026-03-01T09:00:00Z", "2026-01-05T10:00:00Z", (0, "2026-01-05T09:59:00Z"), None),
+        # Pod 1's claim made anew: a cached namesake older than pod 0's would hold a sound one back.
+        ("2026-03-01T09:00:00Z", "2026-03-01T09:01:00Z", (1, "2026-01-05T10:00:00Z"), "primary"),
+    ],
+    ids=["first-claim-cached-stale", "other-claim-cached-stale"],
+)
+def test_the_first_primary_guard_reads_claims_fresh_not_from_a_cache(
+    kube: FakeKube,
+    reconciler: MySQLClusterReconciler,
+    pod_0: str,
+    pod_1: str,
+    cached: tuple[int, str],
+    first_role: str | None,
 ) -> None:
-    """Pod 0's claim deleted and made anew: a cache may still hold the old one (as old as pod 1's),
-    which would let the empty datadir through; the guard asks the apiserver."""
+    """A claim deleted and made anew may still be the old one in a cache: the guard asks the
+    apiserver for every claim it compares."""
     kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
     reconciler.reconcile(KEY)
-    made_at(kube, 1, "2026-01-05T10:00:00Z")
-    made_at(kube, 0, "2026-03-01T09:00:00Z")
-    old = {
-        "metadata": {
-            "name": "data-db-mysql-0",
-            "namespace": "ns",
-            "creationTimestamp": "2026-01-05T09:59:00Z",
-        }
-    }
-    kube.stale[(PersistentVolumeClaim.endpoint, "ns", "data-db-mysql-0")] = old
+    made_at(kube, 0, pod_0)
+    made_at(kube, 1, pod_1)
+    ordinal, when = cached
+    stale = {"name": f"data-db-mysql-{ordinal}", "namespace": "ns", "creationTimestamp": when}
+    kube.stale[(PersistentVolumeClaim.endpoint, "ns", stale["name"])] = {"metadata": stale}
     set_pod(kube, 0, ready=True)
     set_pod(kube, 1, ready=False)
     reconciler.reconcile(KEY)
-    assert role(kube, 0) is None
-    assert condition(status(kube), DEGRADED)["reason"] == "PrimaryDataReplaced"
+    assert role(kube, 0) == first_role
+    replaced = condition(status(kube), DEGRADED)
+    assert (replaced is not None and replaced["reason"] == "PrimaryDataReplaced") == (first_role is None)
 
 
 @pytest.mark.parametrize(

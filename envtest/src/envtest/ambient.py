@@ -35,6 +35,7 @@ import importlib
 import json
 import logging
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -79,6 +80,9 @@ class Frame:
     token_file: Path | None = None
     """An ExecCredential file the default configurations read their bearer token from before each
     request, so copies made from them earlier follow it (see `envtest.plugin.following`)."""
+    credential: bytes | None = None
+    """What `token_file` holds while this frame is in effect: written whenever it becomes the newest
+    open frame again (an operator that outlived another started after it gets its own token back)."""
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -168,6 +172,8 @@ class _Stack:
         os.environ["KUBECONFIG"] = str(frame.kubeconfig)
         for name in IN_CLUSTER_VARIABLES:
             os.environ.pop(name, None)
+        if frame.token_file is not None and frame.credential is not None:
+            _replace(frame.token_file, frame.credential)
         source = frame.defaults_from or frame.kubeconfig
         for module in (*SYNC_CLIENTS, *ASYNC_CLIENTS):
             configuration = _configuration_class(module)
@@ -206,14 +212,17 @@ def point(
     label: str = "",
     defaults_from: Path | str | None = None,
     token_file: Path | str | None = None,
+    credential: bytes | None = None,
 ) -> Frame:
     """Point the process's ambient configuration at `kubeconfig` until the frame is closed; the
-    libraries' default configurations at `defaults_from` when given, their token at `token_file`."""
+    libraries' default configurations at `defaults_from` when given, their token at `token_file`
+    (which holds `credential` while this frame is in effect)."""
     frame = Frame(
         Path(kubeconfig),
         label or str(kubeconfig),
         Path(defaults_from) if defaults_from else None,
         Path(token_file) if token_file else None,
+        credential,
     )
     _stack.push(frame)
     return frame
@@ -226,7 +235,7 @@ def current() -> Frame | None:
 
 @contextlib.contextmanager
 def pointed(kubeconfig: Path | str, **options: Any) -> Iterator[Frame]:
-    """`point(kubeconfig, **options)` for the duration of a `with` block."""
+    """`point(kubeconfig, **options)` (its keywords) for the duration of a `with` block."""
     frame = point(kubeconfig, **options)
     try:
         yield frame
@@ -256,6 +265,18 @@ def _load(module: str, configuration: Any, kubeconfig: Path) -> Any:
     if asyncio.iscoroutine(result):  # the async libraries' loaders; a loop of their own, here
         _run_coroutine(result)
     return target
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """`path` holding `data`, swapped in whole (a reader sees the old or the new), private (0600)."""
+    fd, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(staged, path)
+    except BaseException:
+        Path(staged).unlink(missing_ok=True)
+        raise
 
 
 def _bearer_from(token_file: Path) -> Callable[[Any], None]:

@@ -10,15 +10,17 @@ no token of their own:
 - `operator-<server>.kubeconfig`, one per server (the cluster's apiserver, or a test's fault proxy),
   whose user is an exec credential plugin: `cat` of `operator-<cluster>.credential.json`, a private
   ExecCredential rewritten at each operator start and marked already expired. The official sync
-  client, pykube-ng and client-go run the plugin again before each request (a `cat`, a few ms);
+  client, pykube-ng and client-go run the plugin again before each request (one `cat` process);
 - the client libraries' default configurations (`envtest.ambient`) read the same file in-process
   before each request, so a `CoreV1Api()` made at import from the default follows it as well.
 
-A client keeps the server it was loaded with: one loaded in a test with a fault proxy keeps that
-proxy's address (refused once the test is over); one loaded on the cluster itself bypasses a later
-test's proxy. An async client loaded from the file (`await load_kube_config()` of `kubernetes.aio` or
-`kubernetes_asyncio`, which never run the plugin again) keeps its token; async loaders cannot run at
-import, and one run at each operator start is each test's own.
+While two operators overlap on one cluster, clients follow the one whose frame is in effect: the one
+started last, then again the earlier one once the later one stops. A client keeps the server it was
+loaded with: one loaded in a test with a fault proxy keeps that proxy's address (refused once the
+test is over); one loaded on the cluster itself bypasses a later test's proxy. An async client loaded
+from the file into a configuration of its own (`await load_kube_config()` of `kubernetes.aio` or
+`kubernetes_asyncio`, which run a plugin again only under their `config.refresh_token`) keeps its
+token; one loaded at each operator start is each test's own.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class Following:
     """What `KUBECONFIG` names while the operator runs."""
     credential: Path
     """The ExecCredential its plugin prints, which the default configurations read too."""
+    body: bytes
+    """What `credential` holds for this operator: the ambient frame writes it back whenever this
+    operator's frame is in effect again (another operator on the cluster started and stopped)."""
 
 
 def follow_operator(config: pytest.Config, identity: Path, served: Path | None = None) -> Following | None:
@@ -75,9 +80,10 @@ def follow_operator(config: pytest.Config, identity: Path, served: Path | None =
         "kind": "ExecCredential",
         "status": {"token": token, "expirationTimestamp": ALWAYS_EXPIRED},
     }
+    data = json.dumps(body).encode()
     # Replaced, not rewritten in place: a plugin run reads either the old token or the new one.
     staged = credential.with_name(credential.name + ".new")
-    write_private(staged, json.dumps(body).encode())
+    write_private(staged, data)
     os.replace(staged, credential)
     plugin = {
         "apiVersion": CREDENTIAL_VERSION,
@@ -92,7 +98,7 @@ def follow_operator(config: pytest.Config, identity: Path, served: Path | None =
         _current(doc, "users", "user")["exec"] = dict(plugin)
         server = _current(doc, "clusters", "cluster").get("server")
         named = write_copy(doc, source, folder, f"operator-{_key(server)}.kubeconfig")
-    return Following(named, credential)
+    return Following(named, credential, data)
 
 
 def _current(doc: dict[str, Any], section: str, key: str) -> dict[str, Any]:

@@ -222,6 +222,7 @@ class OperatorRunner:
                 label=f"operator {describe(self.factory)}",
                 defaults_from=self.kubeconfig,
                 token_file=follow.credential if follow else None,
+                credential=follow.body if follow else None,
             )
         try:
             self.operator = self._build()
