@@ -5,6 +5,11 @@ The writer is a pod of the database image writing through `<name>-primary` as an
 one row per ~0.2 s: `ack N` in its log means the server answered OK to the INSERT of row N (semi-sync:
 only once a replica had it). A statement that hangs is killed after 10 s and counts as not acknowledged.
 
+A datadir emptied in place is emptied in the kind node too: its volume's directory (local-path: a host
+path on the node) is emptied and the server killed at once (SIGKILL, from outside its pid namespace), so
+the server writes nothing more into it and its container restarts on an empty datadir, same pod, same
+claim.
+
 The cut is made in the kind node (docker exec): the pod's network namespace is entered by its CRI pod's
 pid (crictl) and its interface taken down, so nothing reaches the pod and the pod reaches nothing,
 while the kubelet still runs its probes and execs (they do not go through the pod's network). Putting
@@ -145,3 +150,30 @@ class Isolation:
                 timeout=self.timeouts(30),
                 description=f"route {route} back",
             )
+
+
+def empty_datadir_in_place(mysql: MySQLClusters, pod: str, timeouts: Timeouts) -> None:
+    """Empty `pod`'s data volume under its running server and kill the server (see the module docstring)."""
+    docker = shutil.which("docker")
+    assert docker is not None, "emptying a volume in place needs docker to reach the kind node"
+    (node_name,) = [n["metadata"]["name"] for n in mysql.api.items("api/v1/nodes")]
+    claim = mysql.api.get(f"api/v1/namespaces/{mysql.namespace}/persistentvolumeclaims/data-{pod}")
+    volume = mysql.api.get(f"api/v1/persistentvolumes/{claim['spec']['volumeName']}")["spec"]
+    path = (volume.get("hostPath") or volume.get("local") or {}).get("path")
+    assert path, f"data-{pod}'s volume has no host path on the node: {volume}"
+
+    def node(script: str) -> str:
+        done = subprocess.run(
+            [docker, "exec", node_name, "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=timeouts(30),
+            check=False,
+        )
+        assert done.returncode == 0, f"{script}: {done.stderr.strip()}"
+        return done.stdout.strip()
+
+    (pod_id,) = node(f"crictl pods --name '^{pod}$' --namespace '^{mysql.namespace}$' -q").split()
+    (server,) = node(f"crictl ps --pod {pod_id} --name '^mysql$' -q").split()
+    pid = json.loads(node(f"crictl inspect {server}"))["info"]["pid"]
+    node(f"find '{path}' -mindepth 1 ! -name lost+found -delete && kill -9 {pid}")

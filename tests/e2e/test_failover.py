@@ -7,6 +7,9 @@ What must hold, and the bound documented in operator/docs/failover.md:
   writes resume through `<name>-primary`, with semi-sync no acknowledged write is missing, and the old
   pod comes back as a replica of the new primary (an empty datadir is never served as primary);
 * a planned switchover (the annotation) loses nothing;
+* a primary whose volume is emptied in place (same pod, same claim) never serves its empty datadir: it
+  stays read-only and out of the Service, a replica is promoted at once (not after `afterSeconds`), and
+  the old pod comes back as a replica holding every row again;
 * a primary whose network is cut (its pod kept, its replicas cut off) is fenced through its kubelet and
   never takes a write after the promotion; with its network back, it replicates from the new primary.
 """
@@ -19,7 +22,7 @@ from typing import Any
 import kubernetes
 import pytest
 from dbkit import Sql, kill, manifest, pod_ready, wait_all_ready
-from failoverkit import Isolation, Writer, prepare, present
+from failoverkit import Isolation, Writer, empty_datadir_in_place, prepare, present
 from mysqlkit import MySQLClusters, Timeouts
 
 from envtest import OperatorRunner, eventually
@@ -152,3 +155,58 @@ def test_a_primary_cut_off_from_the_network_is_fenced_and_never_writes_again(
     eventually(
         lambda: pod_ready(mysql, "iso-mysql-0") or None, timeout=timeouts(60), description="ready replica"
     )
+
+
+def test_a_primary_whose_volume_is_emptied_in_place_is_never_served_and_replaced_at_once(
+    mysql: MySQLClusters, operator: OperatorRunner, core: kubernetes.client.CoreV1Api, timeouts: Timeouts
+) -> None:
+    # A wait far beyond the bound: only the fresh datadir's own verdict can promote within it.
+    mysql.create(manifest("wipe", 2, failover={"afterSeconds": 3600}))
+    wait_all_ready(mysql, "wipe", 2, timeouts)
+    sql = Sql(core, mysql.namespace, timeouts)
+    eventually(
+        lambda: primary_is(mysql, "wipe", "wipe-mysql-0"), timeout=timeouts(60), description="recorded"
+    )
+    prepare(sql, "wipe-mysql-0")
+    rows = set(range(1, 21))
+    sql.ok("wipe-mysql-0", "INSERT INTO shop.writes VALUES " + ", ".join(f"({i})" for i in sorted(rows)))
+    eventually(lambda: replicated(sql, "wipe-mysql-1", rows), timeout=timeouts(60), description="replicated")
+    claim_uid = status(mysql, "wipe")["primaryClaimUID"]
+
+    empty_datadir_in_place(mysql, "wipe-mysql-0", timeouts)
+    emptied_at = time.monotonic()
+    served_empty: list[str] = []
+
+    def promoted() -> None:
+        # Every look on the way: the emptied pod is never a ready primary (in the Service).
+        if role(mysql, "wipe-mysql-0") == "primary" and pod_ready(mysql, "wipe-mysql-0"):
+            served_empty.append(f"{time.monotonic() - emptied_at:.0f}s")
+        primary_is(mysql, "wipe", "wipe-mysql-1")
+
+    eventually(promoted, timeout=timeouts(BOUND_SECONDS), interval=1, description="wipe-mysql-1 promoted")
+    print(f"promoted {time.monotonic() - emptied_at:.0f}s after pod 0's volume was emptied in place")
+    assert not served_empty, f"the empty datadir was a ready primary at {served_empty}"
+    record = status(mysql, "wipe")
+    assert record["primaryClaimUID"] != claim_uid
+    assert "initialised anew after the cluster ran" in record["failover"]["message"], record["failover"]
+
+    # The promoted replica kept every row and takes writes.
+    replicated(sql, "wipe-mysql-1", rows)
+    eventually(
+        lambda: sql.ok("wipe-mysql-1", "INSERT INTO shop.writes VALUES (21)"),
+        timeout=timeouts(30),
+        description="wipe-mysql-1 writable",
+    )
+    # The emptied pod is a replica of it and holds every row again.
+    eventually(
+        lambda: pod_ready(mysql, "wipe-mysql-0") or None,
+        timeout=timeouts(240),
+        description="wipe-mysql-0 back",
+    )
+    assert role(mysql, "wipe-mysql-0") == "replica"
+    assert sql.ok("wipe-mysql-0", "SELECT @@read_only") == "1"
+    eventually(
+        lambda: replicated(sql, "wipe-mysql-0", rows | {21}), timeout=timeouts(60), description="caught up"
+    )
+    code, out = sql.exec("wipe-mysql-0", "ls /var/lib/mysql/mysql-operator-fresh")
+    assert code != 0, f"a datadir that replicates the cluster's data is fresh no more: {out}"

@@ -153,6 +153,17 @@ class Pod:
             lines.append(f'{replication.ROLE_LABEL}="{role}"')
         (self.podinfo / "labels").write_text("\n".join(sorted(lines)) + "\n")
 
+    def annotate(self, *, ran: bool) -> None:
+        """The downward API's annotations file: the operator's word that the cluster has run."""
+        lines = ['kubectl.kubernetes.io/default-container="mysql"']
+        if ran:
+            lines.append(f'{replication.RAN_ANNOTATION}="true"')
+        (self.podinfo / "annotations").write_text("\n".join(sorted(lines)) + "\n")
+
+    @property
+    def fresh(self) -> bool:
+        return (self.data / replication.FRESH_MARKER).exists()
+
     def configure(self, engine: Engine) -> str:
         return replication.configure_script(
             engine,
@@ -174,7 +185,11 @@ class Pod:
 
     def sidecar_script(self, engine: Engine) -> str:
         return replication.replication_script(
-            engine, conf_dir=str(self.conf), run_dir=str(self.run), podinfo_dir=str(self.podinfo)
+            engine,
+            data_dir=str(self.data),
+            conf_dir=str(self.conf),
+            run_dir=str(self.run),
+            podinfo_dir=str(self.podinfo),
         )
 
     def boot(self, engine: Engine, hostname: str, env: dict[str, str] | None = None) -> Run:
@@ -327,7 +342,9 @@ def identity(data: Path) -> dict[str, str]:
 
 def test_a_new_datadir_records_its_engine_version_and_cluster_when_its_init_ends(pod: Pod) -> None:
     pod.boot(MARIADB, "db-mysql-0")
+    assert not pod.fresh
     pod.source_init_script()
+    assert pod.fresh, "a datadir its init just made holds nothing of the cluster yet"
     assert identity(pod.data) == {
         "engine": "mariadb",
         "version": "10.11",
@@ -543,6 +560,88 @@ def test_labelled_primary_but_still_replicating_it_stays_read_only(pod: Pod) -> 
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_fresh_datadir_labelled_primary_in_a_cluster_that_ran_is_never_writable(
+    pod: Pod, engine: Engine
+) -> None:
+    """A primary's volume emptied in place: its server initialised an empty datadir and starts under
+    its old label. The cluster has run (the operator's annotation), so the sidecar keeps it read-only,
+    makes no account, and says why once."""
+    pod.label("primary")
+    pod.annotate(ran=True)
+    (pod.data / replication.FRESH_MARKER).touch()
+    pod.rules = [
+        {"sql": engine.status_statement, "stdout": ""},
+        {"sql": "SELECT @@global.read_only", "stdout": "0\n", "times": 1},  # as if writable somehow
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n"},
+    ]
+    run = sidecar(pod, engine, rechecks=2, env={"SEMI_SYNC": "on"})
+    sql = run.sql()
+    assert engine.writable_sql not in sql and not any(s.startswith("CREATE USER") for s in sql)
+    assert not any("semi" in s.lower() and s.endswith("=ON") for s in sql), "no semi-sync wait either"
+    assert sql.count(engine.read_only_sql) == 1, "made read-only again, once"
+    assert run.stdout.count("initialised anew after the cluster ran") == 1
+    assert pod.fresh
+
+
+def test_a_primary_whose_datadir_is_emptied_under_its_running_pod_is_never_writable_again(pod: Pod) -> None:
+    """No annotation (it was labelled before the cluster ran): the sidecar saw its datadir hold the
+    cluster's data, so the fresh datadir its server comes back on (same pod, same volume) is refused."""
+    pod.label("primary")
+    pod.annotate(ran=False)
+    pod.rules = [
+        {"sql": MARIADB.status_statement, "stdout": ""},
+        {"sql": "SELECT @@global.read_only", "stdout": "0\n", "times": 1},
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n"},
+    ]
+    # Emptied in place and initialised again between the first look and the second.
+    marker = pod.data / replication.FRESH_MARKER
+    (pod.root / "bin" / "sleep").write_text(FAKE_SLEEP.replace("exit 0", f"touch {marker}\nexit 0"))
+    run = pod.run_script(pod.sidecar_script(MARIADB), "db-mysql-0", env={"FAKE_RECHECKS": "2"})
+    assert run.code == 0, run.stdout
+    assert MARIADB.writable_sql not in run.sql(), "writable at the first look, never made so again"
+    assert run.stdout.count("initialised anew after the cluster ran") == 1
+    assert (pod.conf / replication.HELD_FLAG).exists()
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_the_first_primary_is_made_writable_on_its_fresh_datadir_which_then_is_the_clusters(
+    pod: Pod, engine: Engine
+) -> None:
+    pod.label("primary")
+    pod.annotate(ran=False)
+    (pod.data / replication.FRESH_MARKER).touch()
+    pod.rules = [
+        {"sql": engine.status_statement, "stdout": ""},
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n", "times": 1},
+        {"sql": "SELECT @@global.read_only", "stdout": "0\n"},
+    ]
+    run = sidecar(pod, engine)
+    assert engine.writable_sql in run.sql()
+    assert not pod.fresh and "the first primary's datadir holds the cluster's data" in run.stdout
+
+    # Later told the cluster ran (it has: this pod is its primary): nothing changes for it.
+    pod.annotate(ran=True)
+    run = sidecar(pod, engine, rechecks=1)
+    assert "initialised anew" not in run.stdout and engine.read_only_sql not in run.sql()
+
+
+@pytest.mark.parametrize(("io", "fresh_after"), [("Yes", False), ("Connecting", True)])
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_a_fresh_replica_datadir_is_the_clusters_once_it_replicates(
+    pod: Pod, engine: Engine, io: str, fresh_after: bool
+) -> None:
+    pod.label("replica")
+    pod.annotate(ran=True)
+    (pod.data / replication.FRESH_MARKER).touch()
+    pod.rules = [
+        {"sql": engine.status_statement, "stdout": status_output(engine, io, "Yes")},
+        {"sql": "SELECT @@global.read_only", "stdout": "1\n"},
+    ]
+    sidecar(pod, engine, rechecks=1)
+    assert pod.fresh == fresh_after
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
 def test_a_replica_is_made_read_only_and_pointed_at_the_primary_service_over_verified_tls(
     pod: Pod, engine: Engine
 ) -> None:
@@ -675,6 +774,37 @@ def test_a_failover_stops_receiving_then_waits_for_what_it_received(pod: Pod, en
     )
     assert run.code != 0 and "not applied within 30s" in run.stdout
     assert engine.stop_io_sql not in run.sql(), "a switchover keeps receiving from the fenced primary"
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
+def test_ending_the_new_primarys_replication_makes_its_datadir_the_clusters(pod: Pod, engine: Engine) -> None:
+    (pod.data / replication.FRESH_MARKER).touch()
+    pod.rules = [{"sql": engine.status_statement, "stdout": ""}]
+    script = actions.end_replication(engine, run_dir=str(pod.run), data_dir=str(pod.data))
+    run = pod.run_script(script, "x-1")
+    assert run.code == 0 and run.stdout.strip() == "replication-ended", run.stdout
+    assert not pod.fresh
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_datadir_fresh_answers_with_no_server(pod: Pod, fresh: bool) -> None:
+    if fresh:
+        (pod.data / replication.FRESH_MARKER).touch()
+    run = pod.run_script(actions.datadir_fresh(data_dir=str(pod.data)), "x-0")
+    assert (run.code, run.stdout.strip(), run.calls) == (0, "datadir-fresh" if fresh else "datadir-kept", [])
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_observe_says_whether_the_datadir_is_fresh(pod: Pod, fresh: bool) -> None:
+    if fresh:
+        (pod.data / replication.FRESH_MARKER).touch()
+    pod.rules = [
+        {"sql": "SELECT 'read_only'", "stdout": "read_only\t1\ngtid_current_pos\t\n"},
+        {"sql": MARIADB.status_statement, "stdout": ""},
+    ]
+    run = pod.run_script(actions.observe(MARIADB, run_dir=str(pod.run), data_dir=str(pod.data)), "x-0")
+    assert run.code == 0, run.stdout
+    assert actions.parse_observed(MARIADB, run.stdout).fresh is fresh
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)

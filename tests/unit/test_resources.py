@@ -143,7 +143,8 @@ def test_every_pod_is_configured_from_its_ordinal_before_the_server_starts(engin
     assert volumes["run"]["emptyDir"]["medium"] == "Memory", "the clients' option file never on disk"
     assert volumes["tls"]["secret"] == {"secretName": "db-tls", "defaultMode": 0o400}
     assert volumes["podinfo"]["downwardAPI"]["items"] == [
-        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
     ]
     probe = container(sts)["readinessProbe"]["exec"]["command"]
     assert probe == ["sh", "-c", replication.probe_script(engine)]
@@ -169,8 +170,9 @@ def test_the_replication_sidecar_runs_the_engines_script_with_its_own_account(en
         {"name": "PRIMARY_HOST", "value": "db-primary.ns.svc"},
         {"name": "SEMI_SYNC", "value": "off"},
     ]
-    # Root logs in by the option file; the conf volume carries the start's flag, podinfo its role.
-    assert [m["name"] for m in sidecar["volumeMounts"]] == ["conf", "run", "podinfo"]
+    # Root logs in by the option file; the conf volume carries the start's flag, podinfo its role and
+    # annotations, the data volume the datadir's fresh marker.
+    assert [m["name"] for m in sidecar["volumeMounts"]] == ["conf", "run", "podinfo", "data"]
 
 
 def test_the_sidecar_keeps_a_guaranteed_pod_guaranteed() -> None:

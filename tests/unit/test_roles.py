@@ -23,6 +23,9 @@ from mysql_operator.runtime.types import Key
 
 KEY = Key("ns/db")
 ROLE = "db.example.com/role"
+RAN = "db.example.com/cluster-has-run"
+ASKED_FRESH = ("db-mysql-0", "datadir")
+"""An unready primary, observed: is its datadir fresh?"""
 Obj = dict[str, Any]
 
 
@@ -34,6 +37,8 @@ class Server:
     read_only: bool = True
     io: str = "Yes"
     errno: str = "0"
+    fresh: bool = False
+    """Its datadir was initialised and holds nothing of the cluster (replication.FRESH_MARKER)."""
 
 
 @dataclass
@@ -51,6 +56,9 @@ class Servers:
             self.ran.append((pod, "server-user"))
             return ExecResult(0, "105:107\n", "")
         s = self.servers[pod]
+        if "datadir-fresh" in script:
+            self.ran.append((pod, "datadir"))
+            return ExecResult(0, "datadir-fresh\n" if s.fresh else "datadir-kept\n", "")
         action = next(
             a for a in ("variables", "fenced", "applied", "replication-ended", "repointed") if a in script
         )
@@ -66,7 +74,7 @@ class Servers:
                 )
             out = (
                 f"== variables\nread_only\t{int(s.read_only)}\ngtid_current_pos\t{s.gtid}\n"
-                f"== replica\n{replica}== end\n"
+                f"== replica\n{replica}== datadir\n{'fresh' if s.fresh else ''}\n== end\n"
             )
             return ExecResult(0, out, "")
         if action == "fenced":
@@ -74,7 +82,7 @@ class Servers:
         if action == "applied":
             s.gtid = s.received or s.gtid
         if action == "replication-ended":
-            s.replicating = False
+            s.replicating = s.fresh = False
         return ExecResult(0, action + "\n", "")
 
 
@@ -106,6 +114,8 @@ def set_pod(kube: FakeKube, ordinal: int, **state: Any) -> None:
     body = database_pod(ordinal, **pod_body(**state))
     if current is not None:
         body["metadata"]["labels"] = current["metadata"]["labels"]
+        if "annotations" in current["metadata"]:
+            body["metadata"]["annotations"] = current["metadata"]["annotations"]
         body["metadata"]["uid"] = current["metadata"]["uid"]
     kube.put(Pod, body)
 
@@ -115,6 +125,11 @@ def claim(kube: FakeKube, ordinal: int, uid: str) -> None:
         PersistentVolumeClaim,
         {"metadata": {"name": f"data-db-mysql-{ordinal}", "namespace": "ns", "uid": uid}},
     )
+
+
+def told_ran(kube: FakeKube, ordinal: int) -> bool:
+    pod = kube.peek(Pod, "ns", f"db-mysql-{ordinal}")
+    return ((pod or {}).get("metadata", {}).get("annotations") or {}).get(RAN) == "true"
 
 
 def role(kube: FakeKube, ordinal: int) -> str | None:
@@ -139,9 +154,11 @@ def running(kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
     reconciler.reconcile(KEY)
     assert [role(kube, i) for i in range(3)] == ["primary", "replica", "replica"]
     assert "primary" not in status(kube), "recorded once it serves, not before"
+    assert not any(told_ran(kube, i) for i in range(3)), "a new cluster's first datadir is fresh"
     set_pod(kube, 0, ready=True)
     reconciler.reconcile(KEY)
     assert (status(kube)["primary"], status(kube)["primaryClaimUID"]) == ("db-mysql-0", "claim-0")
+    assert not any(told_ran(kube, i) for i in range(3)), "no write only to tell: their sidecars know"
     assert status(kube)["datadirOwner"] == "105:107", "the backup pods' user, asked once"
     servers.ran.clear()
     reconciler.reconcile(KEY)
@@ -171,12 +188,14 @@ def test_a_lost_primary_is_replaced_after_the_wait_by_the_replica_that_received_
     degraded = condition(status(kube), DEGRADED)
     assert (degraded["status"], degraded["reason"]) == ("True", "PrimaryNotReady")
     assert "failing over at 2026-01-01T00:00:30Z" in degraded["message"]
-    assert result.requeue_after == 30 and servers.ran == []
+    # Only the primary is asked anything: whether its datadir is fresh (then it would not come back),
+    # again every 10 s (its init ending is no pod change), and the wait runs from when it was lost.
+    assert result.requeue_after == 10 and servers.ran == [ASKED_FRESH]
     assert role(kube, 0) == "primary", "not fenced while it may come back"
 
     clock.advance(29)
     running.reconcile(KEY)
-    assert servers.ran == [] and "failover" not in status(kube)
+    assert servers.ran == [ASKED_FRESH] * 2 and "failover" not in status(kube)
     set_pod(kube, 0, ready=False)  # still not ready a second later
     clock.advance(1)
     running.reconcile(KEY)
@@ -219,6 +238,26 @@ def test_a_primary_on_a_replaced_volume_is_replaced_at_once_and_never_labelled_p
     assert role(kube, 0) == "replica", "an empty datadir is never served as primary"
 
 
+@pytest.mark.parametrize("fresh", [True, False], ids=["emptied-in-place", "restarting"])
+def test_a_primary_whose_datadir_was_emptied_in_place_is_replaced_at_once(
+    kube: FakeKube, running: MySQLClusterReconciler, servers: Servers, fresh: bool
+) -> None:
+    """Same claim, but its server initialised an empty datadir (its sidecar keeps it read-only, so it is
+    unready): nothing comes back by waiting. A primary merely restarting is waited for."""
+    set_pod(kube, 0, ready=False)
+    servers.servers["db-mysql-0"] = Server(gtid="", replicating=False, fresh=fresh)
+    servers.servers["db-mysql-1"].received = "0-100-11"
+    running.reconcile(KEY)
+    if not fresh:
+        assert status(kube)["primary"] == "db-mysql-0" and "failing over at" in str(status(kube))
+        return
+    assert status(kube)["primary"] == "db-mysql-1"
+    record = status(kube)["failover"]
+    assert "initialised anew after the cluster ran" in record["message"], record
+    assert role(kube, 0) == "replica", "an empty datadir is never served as primary"
+    assert told_ran(kube, 0) and told_ran(kube, 1), "each pod labelled since is told in the same patch"
+
+
 def made_at(kube: FakeKube, ordinal: int, when: str) -> None:
     """Pod `ordinal`'s data claim, made at `when` (RFC 3339)."""
     meta = {"name": f"data-db-mysql-{ordinal}", "namespace": "ns", "creationTimestamp": when}
@@ -252,6 +291,44 @@ def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_p
     reconciler.reconcile(KEY)
     assert status(kube)["primary"] == "db-mysql-0"
     assert condition(status(kube), DEGRADED)["status"] == "False"
+
+
+def test_a_first_primary_with_no_claim_beside_a_kept_one_is_never_labelled_primary(
+    kube: FakeKube, reconciler: MySQLClusterReconciler
+) -> None:
+    """Pod 0 made while the StatefulSet controller's cache still held its deleted claim has no claim at
+    all; pod 1's kept claim says the cluster ran, so pod 0 is held back exactly as on a new, empty one."""
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    made_at(kube, 1, "2026-01-05T10:00:00Z")
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) is None and "primary" not in status(kube)
+    degraded = condition(status(kube), DEGRADED)
+    assert (degraded["status"], degraded["reason"]) == ("True", "PrimaryDataReplaced")
+    for named in ("data-db-mysql-0) does not exist", "data-db-mysql-1", "2026-01-05T10:00:00Z"):
+        assert named in degraded["message"]
+
+
+def test_a_first_primary_whose_kept_volume_was_emptied_is_reported_and_never_recorded(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    """Re-created over its kept claims, pod 0's emptied in place (not made anew: the claim is the oldest).
+    Pod 1's claim says the cluster ran, so pod 0 is told (its sidecar never makes the fresh datadir
+    writable) and the cluster says why."""
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    made_at(kube, 0, "2026-01-05T10:00:00Z")
+    made_at(kube, 1, "2026-01-05T10:01:00Z")
+    servers.servers["db-mysql-0"] = Server(gtid="", replicating=False, fresh=True)
+    set_pod(kube, 0, ready=False)
+    reconciler.reconcile(KEY)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and told_ran(kube, 0) and "primary" not in status(kube)
+    degraded = condition(status(kube), DEGRADED)
+    assert (degraded["status"], degraded["reason"]) == ("True", "PrimaryDataReplaced")
+    assert "initialised anew" in degraded["message"] and "data-db-mysql-1" in degraded["message"]
 
 
 @pytest.mark.parametrize(
@@ -407,7 +484,7 @@ def test_with_failover_off_a_lost_primary_is_only_reported(
     running.reconcile(KEY)
     degraded = condition(status(kube), DEGRADED)
     assert degraded["reason"] == "PrimaryNotReady" and "spec.failover.enabled is false" in degraded["message"]
-    assert servers.ran == []
+    assert servers.ran == [ASKED_FRESH]
 
 
 def test_replicas_cut_off_from_a_ready_primary_fail_it_over(

@@ -265,7 +265,8 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 	}
 	sidecar := corev1.Container{
 		Name: "replication", Image: o.image(), Command: []string{"sh", "-c", o.engine().replication},
-		VolumeMounts: []corev1.VolumeMount{conf, run, podinfo}, // conf: the server's start flags a wiped datadir
+		// conf: the server's start flags a wiped datadir; data: the datadir's fresh marker
+		VolumeMounts: []corev1.VolumeMount{conf, run, podinfo, data},
 		Env: []corev1.EnvVar{
 			passwordEnv(o, "REPLICATION_PASSWORD", replicationKey),
 			{Name: "REPLICATION_USER", Value: replicationUser},
@@ -280,13 +281,16 @@ func statefulSet(o owner) (*appsv1.StatefulSet, error) {
 		Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi")),
 	}}
 	labelsFile := corev1.DownwardAPIVolumeFile{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}
+	annotationsFile := corev1.DownwardAPIVolumeFile{
+		Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"},
+	}
 	inits := []corev1.Container{configure}
 	volumes := []corev1.Volume{
 		{Name: "conf", VolumeSource: empty},
 		{Name: "initdb", VolumeSource: empty},
 		{Name: "run", VolumeSource: memory},
 		{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
-			Items: []corev1.DownwardAPIVolumeFile{labelsFile},
+			Items: []corev1.DownwardAPIVolumeFile{labelsFile, annotationsFile},
 		}}},
 		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: o.tls(), DefaultMode: ptr.To(int32(0o400)),

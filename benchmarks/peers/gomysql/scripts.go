@@ -99,6 +99,7 @@ EOF
 # server writable. Not during the init phase: its own writes (the root password) would be refused.
 printf '[mysqld]\nread-only=ON\n' > /etc/mysql/conf.d/readonly.cnf.pending
 cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<EOF
+touch /var/lib/mysql/mysql-operator-fresh
 touch /var/lib/mysql/mysql-operator-initialised
 printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' '$ENGINE' '$SERVER_VERSION' \
   '$CLUSTER_NAME' '$CLUSTER_UID' > /var/lib/mysql/mysql-operator-identity
@@ -165,6 +166,9 @@ esac
 sql() { mariadb --defaults-extra-file=/run/mysql-operator/client.cnf -N "$@"; }
 pause() { sleep "$1" & wait $!; }
 role() { sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true; }
+ran() { grep -qx 'db.example.com/cluster-has-run="true"' /etc/podinfo/annotations 2>/dev/null; }
+fresh() { [ -e /var/lib/mysql/mysql-operator-fresh ]; }
+held() { [ -e /etc/mysql/conf.d/datadir-held-cluster-data ]; }
 # Statements carrying a password go through the client's stdin (printf is the shell's own).
 account() {
   printf "CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nALTER USER '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nGRANT REPLICATION SLAVE ON *.* TO '%s'@'%%';\n" "$REPLICATION_USER" "$REPLICATION_PASSWORD" "$REPLICATION_USER" \
@@ -183,15 +187,30 @@ until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
 was=none
 while :; do
   now="$(role)"
+  held || fresh || ! sql -e 'SELECT 1' >/dev/null 2>&1 || touch /etc/mysql/conf.d/datadir-held-cluster-data
   if [ "$now" = primary ]; then
     if status="$(sql -e 'SHOW SLAVE STATUS\G')" && [ -z "$status" ]; then
-      [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_master_enabled=ON' || :
-      if [ "$(read_only)" != 0 ] && sql -e 'SET GLOBAL read_only=OFF'; then
-        echo "replication: writable: this pod is labelled primary"
-      fi
-      if [ -z "${account_ready:-}" ] && account; then
-        account_ready=1
-        echo "replication: account $REPLICATION_USER ready"
+      if fresh && { ran || held; }; then
+        # Initialised anew (emptied in place) after the cluster ran: never served; the operator fails over.
+        [ "$(read_only)" = 1 ] || sql -e 'SET GLOBAL read_only=ON' || :
+        if [ -z "${refused:-}" ]; then
+          refused=1
+          echo "replication: labelled primary, but its datadir was initialised anew after the cluster ran (emptied in place?): never writable"
+        fi
+      else
+        refused=""
+        [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_master_enabled=ON' || :
+        if [ "$(read_only)" != 0 ] && sql -e 'SET GLOBAL read_only=OFF'; then
+          echo "replication: writable: this pod is labelled primary"
+        fi
+        # The first primary: from now on its datadir is the cluster's.
+        if fresh && [ "$(read_only)" = 0 ] && rm -f /var/lib/mysql/mysql-operator-fresh; then
+          echo "replication: the first primary's datadir holds the cluster's data"
+        fi
+        if [ -z "${account_ready:-}" ] && account; then
+          account_ready=1
+          echo "replication: account $REPLICATION_USER ready"
+        fi
       fi
     elif [ -n "${status:-}" ] && [ "$was" != primary ]; then
       echo "replication: labelled primary but still replicating: waiting for the operator's promotion"
@@ -205,6 +224,11 @@ while :; do
     if [ "$now" = replica ] && { [ "$was" != replica ] || [ -e /etc/mysql/conf.d/datadir-wiped ]; }; then
       point || echo "replication: already configured; left as it is"
       rm -f /etc/mysql/conf.d/datadir-wiped
+    fi
+    # A fresh datadir replicating from the cluster holds (or is receiving) the cluster's data.
+    if [ "$now" = replica ] && fresh && sql -e 'SHOW SLAVE STATUS\G' | grep -Eq '(Replica|Slave)_IO_Running: Yes'; then
+      rm -f /var/lib/mysql/mysql-operator-fresh
+      echo "replication: the datadir replicates the cluster's data"
     fi
   fi
   was="${now:-none}"
@@ -295,6 +319,7 @@ EOF
 # server writable. Not during the init phase: its own writes (the root password) would be refused.
 printf '[mysqld]\nread-only=ON\nsuper-read-only=ON\n' > /etc/mysql/conf.d/readonly.cnf.pending
 cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<EOF
+touch /var/lib/mysql/mysql-operator-fresh
 touch /var/lib/mysql/mysql-operator-initialised
 printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' '$ENGINE' '$SERVER_VERSION' \
   '$CLUSTER_NAME' '$CLUSTER_UID' > /var/lib/mysql/mysql-operator-identity
@@ -361,6 +386,9 @@ esac
 sql() { mysql --defaults-extra-file=/run/mysql-operator/client.cnf -N "$@"; }
 pause() { sleep "$1" & wait $!; }
 role() { sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true; }
+ran() { grep -qx 'db.example.com/cluster-has-run="true"' /etc/podinfo/annotations 2>/dev/null; }
+fresh() { [ -e /var/lib/mysql/mysql-operator-fresh ]; }
+held() { [ -e /etc/mysql/conf.d/datadir-held-cluster-data ]; }
 # Statements carrying a password go through the client's stdin (printf is the shell's own).
 account() {
   printf "CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nALTER USER '%s'@'%%' IDENTIFIED BY '%s' REQUIRE SSL;\nGRANT REPLICATION SLAVE ON *.* TO '%s'@'%%';\n" "$REPLICATION_USER" "$REPLICATION_PASSWORD" "$REPLICATION_USER" \
@@ -379,15 +407,30 @@ until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
 was=none
 while :; do
   now="$(role)"
+  held || fresh || ! sql -e 'SELECT 1' >/dev/null 2>&1 || touch /etc/mysql/conf.d/datadir-held-cluster-data
   if [ "$now" = primary ]; then
     if status="$(sql -e 'SHOW REPLICA STATUS\G')" && [ -z "$status" ]; then
-      [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_source_enabled=ON' || :
-      if [ "$(read_only)" != 0 ] && sql -e 'SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF'; then
-        echo "replication: writable: this pod is labelled primary"
-      fi
-      if [ -z "${account_ready:-}" ] && account; then
-        account_ready=1
-        echo "replication: account $REPLICATION_USER ready"
+      if fresh && { ran || held; }; then
+        # Initialised anew (emptied in place) after the cluster ran: never served; the operator fails over.
+        [ "$(read_only)" = 1 ] || sql -e 'SET GLOBAL super_read_only=ON' || :
+        if [ -z "${refused:-}" ]; then
+          refused=1
+          echo "replication: labelled primary, but its datadir was initialised anew after the cluster ran (emptied in place?): never writable"
+        fi
+      else
+        refused=""
+        [ "${SEMI_SYNC:-off}" != on ] || sql -e 'SET GLOBAL rpl_semi_sync_source_enabled=ON' || :
+        if [ "$(read_only)" != 0 ] && sql -e 'SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF'; then
+          echo "replication: writable: this pod is labelled primary"
+        fi
+        # The first primary: from now on its datadir is the cluster's.
+        if fresh && [ "$(read_only)" = 0 ] && rm -f /var/lib/mysql/mysql-operator-fresh; then
+          echo "replication: the first primary's datadir holds the cluster's data"
+        fi
+        if [ -z "${account_ready:-}" ] && account; then
+          account_ready=1
+          echo "replication: account $REPLICATION_USER ready"
+        fi
       fi
     elif [ -n "${status:-}" ] && [ "$was" != primary ]; then
       echo "replication: labelled primary but still replicating: waiting for the operator's promotion"
@@ -401,6 +444,11 @@ while :; do
     if [ "$now" = replica ] && { [ "$was" != replica ] || [ -e /etc/mysql/conf.d/datadir-wiped ]; }; then
       point || echo "replication: already configured; left as it is"
       rm -f /etc/mysql/conf.d/datadir-wiped
+    fi
+    # A fresh datadir replicating from the cluster holds (or is receiving) the cluster's data.
+    if [ "$now" = replica ] && fresh && sql -e 'SHOW REPLICA STATUS\G' | grep -Eq '(Replica|Slave)_IO_Running: Yes'; then
+      rm -f /var/lib/mysql/mysql-operator-fresh
+      echo "replication: the datadir replicates the cluster's data"
     fi
   fi
   was="${now:-none}"

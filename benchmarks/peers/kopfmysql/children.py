@@ -236,7 +236,7 @@ def statefulset(cluster: Obj) -> Obj:
         "name": "replication",
         "image": image(spec),
         "command": ["sh", "-c", engine["replication"]],
-        "volumeMounts": [conf, run, podinfo],
+        "volumeMounts": [conf, run, podinfo, data],
         "env": [
             password_env(cluster, "REPLICATION_PASSWORD", REPLICATION_PASSWORD_KEY),
             {"name": "REPLICATION_USER", "value": REPLICATION_USER},
@@ -247,6 +247,7 @@ def statefulset(cluster: Obj) -> Obj:
     }
     restore, restore_volumes = _restore_parts(cluster, spec)
     labels_file = {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+    annotations_file = {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}
     pod = {
         "terminationGracePeriodSeconds": 120,
         "initContainers": [*restore, configure],
@@ -255,7 +256,7 @@ def statefulset(cluster: Obj) -> Obj:
             {"name": "conf", "emptyDir": {}},
             {"name": "initdb", "emptyDir": {}},
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-            {"name": "podinfo", "downwardAPI": {"items": [labels_file]}},
+            {"name": "podinfo", "downwardAPI": {"items": [labels_file, annotations_file]}},
             {"name": "tls", "secret": {"secretName": f"{name}-tls", "defaultMode": 0o400}},
             *restore_volumes,
         ],

@@ -15,11 +15,12 @@ The record is the cluster's status (`status.primary`, `primaryClaimUID`, `primar
    one it was promoted on) `primary`, every other pod `replica`.
 
 A cluster starts with pod 0 as its primary; a cluster from before roles existed had pod 0 as its primary
-too, so both begin from `<statefulset>-0` — unless pod 0's data claim is younger than another pod's: then
-the cluster ran before (it was re-created over its kept claims) and pod 0's volume was made anew, so pod
-0 gets no role label (none serves writes) and the cluster is Degraded (`PrimaryDataReplaced`) until a
-human restores that volume or deletes the older claims. A pod 0 that stays unready because its datadir
-still replicates (re-created over the claims of a cluster that had failed over) is reported
+too, so both begin from `<statefulset>-0` — unless pod 0's data claim is younger than another pod's (or
+missing beside one): then the cluster ran before (it was re-created over its kept claims) and pod 0's
+volume was made anew, so pod 0 gets no role label (none serves writes) and the cluster is Degraded
+(`PrimaryDataReplaced`) until a human restores that volume or deletes the older claims. A pod 0 that stays
+unready because its datadir still replicates (re-created over the claims of a cluster that had failed over)
+is reported
 (`FirstPrimaryReplicates`), never promoted by the operator: no record says which pod was the primary.
 """
 
@@ -32,14 +33,14 @@ from typing import Any
 from ..api.v1 import SWITCHOVER_ANNOTATION, MySQLClusterSpec
 from ..database import actions
 from ..database.engines import Engine
-from ..database.failover import PRIMARY_DATA_REPLACED, Assessment, assess, cut_off, due
-from ..database.replication import PRIMARY, REPLICA, ROLE_LABEL
+from ..database.failover import NOT_READY, PRIMARY_DATA_REPLACED, Assessment, assess, cut_off, due
+from ..database.replication import PRIMARY, RAN_ANNOTATION, REPLICA, ROLE_LABEL
 from ..runtime.podexec import ExecError
 from .children import resources
 from .children.problems import Problem
 from .failover import Steps, forget_switchover
 from .kinds import PersistentVolumeClaim, Pod
-from .members import CONNECTION_ERRNOS, Executor, Outcome, View, run
+from .members import CONNECTION_ERRNOS, RETRY_SECONDS, Executor, Outcome, View, run
 from .status import format_time, parse_time
 from .writer import Writer
 
@@ -80,7 +81,7 @@ class Roles:
         promoted_on = out.roles.get("primaryClaimUID") or (out.cluster.get("status") or {}).get(
             "primaryClaimUID"
         )
-        self.label(view, out.roles.get("primary", primary), promoted_on, moving=steps.moving)
+        self.label(view, out.roles.get("primary", primary), promoted_on, moving=steps.moving, ran=True)
         return out
 
     def _bootstrap(self, view: View, spec: MySQLClusterSpec, engine: Engine, out: Outcome) -> Outcome:
@@ -89,10 +90,12 @@ class Roles:
         Unless pod 0's volume is younger than another pod's kept one: then it is not labelled primary;
         and a pod 0 that stays unready because its datadir still replicates is reported."""
         first = view.names.first_pod
-        replaced = None if spec.restore is not None else self._replaced_first_volume(view, spec.replicas)
+        replaced, kept = None, ""
+        if spec.restore is None:
+            replaced, kept = self._replaced_first_volume(view, spec.replicas)
         if replaced is not None:
             out.problems.append(Problem(PRIMARY_DATA_REPLACED, replaced, fatal=False))
-            self.label(view, first, None, moving=True, unlabelled=first)  # none serves writes
+            self.label(view, first, None, moving=True, unlabelled=first, ran=True)  # none serves writes
             return out
         member = view.member(first)
         if (
@@ -110,26 +113,40 @@ class Roles:
             and member.running
             and (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) == PRIMARY
         ):
-            stuck = self._still_replicating(view, engine)
-            if stuck is not None:
-                out.problems.append(Problem(FIRST_PRIMARY_REPLICATES, stuck, fatal=False))
-        self.label(view, first, None, moving=False)
+            found = self._first_refused(view, engine, kept)
+            if found is not None:
+                out.problems.append(Problem(*found, fatal=False))
+        # Recorded now, or a kept claim says it ran before: a fresh datadir is then never made writable.
+        self.label(view, first, None, moving=False, ran=bool(kept) or "primary" in out.roles)
         return out
 
-    def _still_replicating(self, view: View, engine: Engine) -> str | None:
-        """Why pod 0, labelled the first primary, is not writable: its datadir replicates from a source
-        (a cluster re-created over the kept claims of one that failed over: the record of which pod was
-        the primary went with the cluster object). Its sidecar waits for a promotion that, with no
-        record, only a human can decide. None when it does not replicate or cannot be asked yet."""
+    def _first_refused(self, view: View, engine: Engine, kept: str) -> tuple[str, str] | None:
+        """(reason, message) when pod 0, labelled the first primary, is not writable and will not be by
+        itself; None when it is not refused or cannot be asked yet.
+
+        * Its datadir replicates from a source (a cluster re-created over the kept claims of one that
+          failed over: the record of which pod was the primary went with the cluster object). Its
+          sidecar waits for a promotion that, with no record, only a human can decide.
+        * Its datadir is fresh (initialised, holding nothing of the cluster) while `kept`, another pod's
+          claim, says the cluster ran: pod 0's kept volume was emptied in place."""
         first = view.names.first_pod
         try:
             result = run(self.executor, view, first, actions.observe(engine))
             seen = actions.parse_observed(engine, result.stdout) if result.code == 0 else None
         except (ExecError, ValueError):
             return None  # starting (its server not up yet), or no exec: nothing to say
-        if seen is None or not seen.replicating:
+        if seen is None:
             return None
-        return (
+        if seen.fresh and kept and not seen.replicating:
+            return PRIMARY_DATA_REPLACED, (
+                f"pod {first}'s datadir was initialised anew (it holds nothing of the cluster) while {kept} "
+                "says the cluster ran: its volume was emptied in place, and an empty datadir is never served "
+                f"as primary; restore {view.names.data_claim(first)} (or the cluster, from a backup), or "
+                "delete the older claims to start afresh"
+            )
+        if not seen.replicating:
+            return None
+        return FIRST_PRIMARY_REPLICATES, (
             f"pod {first} is labelled the first primary, but its datadir replicates from "
             f"{seen.source or 'a source'}: the cluster ran before with another primary, and no record says "
             f"which; it stays read-only (and the other pods do not start) until someone decides. If {first} "
@@ -137,32 +154,43 @@ class Roles:
             "it writable); otherwise restore the last primary's volume as pod 0's"
         )
 
-    def _replaced_first_volume(self, view: View, replicas: int) -> str | None:
-        """Why pod 0 must not become the first primary, or None. A cluster's data claims are made in
-        ordinal order (pod 1 starts once pod 0 is ready), so a pod 0 claim younger than another pod's
-        was made anew after the cluster ran: a cluster re-created over its kept claims but for pod 0's,
-        whose empty datadir would otherwise be served while the replicas hold the data."""
+    def _replaced_first_volume(self, view: View, replicas: int) -> tuple[str | None, str]:
+        """(why pod 0 must not become the first primary or None, another pod's claim that says the
+        cluster ran or ""). A cluster's data claims are made in ordinal order (pod 1 starts once pod 0
+        is ready), so a pod 0 claim younger than another pod's was made anew after the cluster ran: a
+        cluster re-created over its kept claims but for pod 0's, whose empty datadir would otherwise be
+        served while the replicas hold the data."""
         # Read from the apiserver, not the cache: a claim deleted and made anew may still be the old
         # one there, and either mistake is costly (an empty primary served, or a first primary held
         # back). Only until the first primary is recorded.
         first, claims = view.names.first_pod, (PersistentVolumeClaim, view.namespace)
-        mine = self.w.client.get(*claims, view.names.data_claim(first), fresh=True)
+        own = view.names.data_claim(first)
+        mine = self.w.client.get(*claims, own, fresh=True)
         born = parse_time((mine or {}).get("metadata", {}).get("creationTimestamp"))
-        if born is None:
-            return None
+        kept = ""
         for ordinal in range(1, replicas):
             name = view.names.data_claim(view.names.pod(ordinal))
             other = self.w.client.get(*claims, name, fresh=True)
             older = parse_time((other or {}).get("metadata", {}).get("creationTimestamp"))
-            if older is not None and older < born:
-                return (
-                    f"pod {first}'s data volume (PersistentVolumeClaim {view.names.data_claim(first)}, made "
-                    f"{format_time(born)}) is younger than {name} (made {format_time(older)}): its datadir "
-                    "was replaced after the cluster ran, and an empty datadir is never served as primary; "
-                    f"restore {view.names.data_claim(first)} (or the cluster, from a backup), or delete the "
-                    "older claims to start afresh"
-                )
-        return None
+            if older is None:
+                continue
+            made = f"{name} (made {format_time(older)})"
+            kept = kept or made
+            if born is not None and older >= born:
+                continue
+            # A missing claim 0 beside an older one is the same verdict: the one made for it will be new.
+            # (The StatefulSet controller may also have made pod 0 while a stale cache still held the
+            # deleted claim: such a pod has no claim at all.)
+            if born is None:
+                found = f"{own}) does not exist while {made} does: its datadir is gone"
+            else:
+                found = f"{own}, made {format_time(born)}) is younger than {made}: its datadir was replaced"
+            return (
+                f"pod {first}'s data volume (PersistentVolumeClaim {found} after the cluster ran, and an "
+                f"empty datadir is never served as primary; restore {own} (or the cluster, from a backup), "
+                "or delete the older claims to start afresh"
+            ), made
+        return None, kept
 
     def _watch_primary(
         self, steps: Any, spec: MySQLClusterSpec, view: View, primary: str, out: Outcome
@@ -172,6 +200,8 @@ class Roles:
         found = assess(view.member(primary), primary, view.others(primary), promoted_on)
         if found.state == "suspect":
             found = self._confirm_cut_off(steps, view, primary, found)
+        elif found.reason == NOT_READY:
+            found = self._fresh_datadir(view, primary, found)
         if found.state == "available":
             out.roles["primaryLostSince"] = None
             return
@@ -187,6 +217,9 @@ class Roles:
             message = f"{found.message} (since {format_time(since)}); failing over at {format_time(at)}"
             out.problems.append(Problem(found.reason, message, fatal=False))
             out.requeue_after = (at - now).total_seconds()
+            if found.reason == NOT_READY:
+                # Its datadir may turn out fresh once its init ends, which no pod change announces.
+                out.requeue_after = min(out.requeue_after, RETRY_SECONDS)
             return
         steps.failover(primary, found)
 
@@ -198,25 +231,54 @@ class Roles:
             return Assessment("available")
         return Assessment("lost", found.reason, f"pod {primary} is ready, but {message}")
 
+    def _fresh_datadir(self, view: View, primary: str, found: Assessment) -> Assessment:
+        """An unready primary whose datadir is fresh (initialised anew: emptied in place, same volume)
+        is replaced at once: its sidecar never makes it writable, and nothing comes back by waiting."""
+        member = view.member(primary)
+        if member is None or member.terminating:
+            return found
+        try:
+            result = run(self.executor, view, primary, actions.datadir_fresh())
+        except ExecError:
+            return found  # its sidecar not up (yet), or no exec: wait as for any unready primary
+        if result.code != 0 or result.stdout.strip() != "datadir-fresh":
+            return found
+        message = (
+            f"pod {primary}'s datadir was initialised anew after the cluster ran (its volume emptied in "
+            "place): an empty datadir is never served as primary"
+        )
+        return Assessment("lost", PRIMARY_DATA_REPLACED, message, immediate=True)
+
     # -- labels ---------------------------------------------------------------------------------
 
     def label(
-        self, view: View, primary: str, promoted_on: str | None, *, moving: bool, unlabelled: str = ""
+        self,
+        view: View,
+        primary: str,
+        promoted_on: str | None,
+        *,
+        moving: bool,
+        unlabelled: str = "",
+        ran: bool = False,
     ) -> None:
         """Each database pod's role label as the record says: no primary while one is being moved, nor
         one on a data volume that is not the one it was promoted on. `unlabelled` gets no role: out of
         the primary Service and read-only, but not pointed at a source either (a `replica` label would
-        have its sidecar make it one, which a first primary could not be afterwards)."""
+        have its sidecar make it one, which a first primary could not be afterwards). `ran`: the cluster
+        has run, which a pod labelled from then on is told in the same patch (`RAN_ANNOTATION`): its
+        sidecar then never makes a fresh datadir writable. A pod labelled before knows by itself (its
+        sidecar saw its datadir hold the cluster's data), so no pod is written to only to be told."""
         for name, pod in view.pods.items():
             is_primary = name == primary and not moving
             if is_primary and promoted_on and view.claims.get(name) not in (None, promoted_on):
                 is_primary = False
             wanted = None if name == unlabelled else PRIMARY if is_primary else REPLICA
-            if (pod["metadata"].get("labels") or {}).get(ROLE_LABEL) == wanted or pod["metadata"].get(
-                "deletionTimestamp"
-            ):
+            meta = pod["metadata"]
+            if (meta.get("labels") or {}).get(ROLE_LABEL) == wanted or meta.get("deletionTimestamp"):
                 continue
-            patch = {"metadata": {"labels": {ROLE_LABEL: wanted}}}
+            patch: Obj = {"metadata": {"labels": {ROLE_LABEL: wanted}}}
+            if ran:
+                patch["metadata"]["annotations"] = {RAN_ANNOTATION: "true"}
             self.w.client.patch_merge(Pod, view.namespace, name, patch)
             log.info("labelled", extra={"pod": name, "namespace": view.namespace, "role": wanted})
 

@@ -7,7 +7,8 @@ argv the kubelet logs) holds a password. Every action is idempotent: a failover 
 
 | action          | on                  | does                                                              |
 |-----------------|---------------------|-------------------------------------------------------------------|
-| `observe`       | any                 | prints read_only, the GTID variables and the replica status      |
+| `observe`       | any                 | prints read_only, the GTIDs, the replica status, a fresh datadir |
+| `datadir_fresh` | an unready primary  | whether its datadir is fresh (emptied in place), no server needed |
 | `fence`         | the old primary     | read-only (MySQL: super_read_only), semi-sync waits off           |
 | `wait_applied`  | the new primary     | waits until what it received (or the old primary wrote) is applied |
 | `end_replication`| the new primary    | STOP + RESET replication: nothing flows into it any more         |
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 from .engines import Engine
 from .gtid import Position, parse
-from .replication import RUN_DIR, client_cnf
+from .replication import DATA_DIR, FRESH_MARKER, RUN_DIR, client_cnf
 
 CONTAINER = "replication"
 """Where actions run: the sidecar has the client, the option file and no server to disturb."""
@@ -40,7 +41,7 @@ def _sql(engine: Engine, run_dir: str) -> str:
     return f'sql() {{ {engine.client} --defaults-extra-file={client_cnf(run_dir)} "$@"; }}'
 
 
-def observe(engine: Engine, *, run_dir: str = RUN_DIR) -> str:
+def observe(engine: Engine, *, run_dir: str = RUN_DIR, data_dir: str = DATA_DIR) -> str:
     variables = " UNION ALL ".join(
         f"SELECT '{name}', @@global.{name}" for name in ("read_only", *engine.gtid_variables)
     )
@@ -50,6 +51,8 @@ echo '== variables'
 sql -N -B -e "{variables}"
 echo '== replica'
 sql -e '{engine.status_statement}'
+echo '== datadir'
+[ ! -e {data_dir}/{FRESH_MARKER} ] || echo fresh
 echo '== end'
 """
 
@@ -91,11 +94,20 @@ echo applied
 """
 
 
-def end_replication(engine: Engine, *, run_dir: str = RUN_DIR) -> str:
+def datadir_fresh(*, data_dir: str = DATA_DIR) -> str:
+    """Prints `datadir-fresh` or `datadir-kept`: whether the datadir holds nothing of the cluster. No SQL:
+    it answers while the server is down or still initialising."""
+    return f"if [ -e {data_dir}/{FRESH_MARKER} ]; then echo datadir-fresh; else echo datadir-kept; fi\n"
+
+
+def end_replication(engine: Engine, *, run_dir: str = RUN_DIR, data_dir: str = DATA_DIR) -> str:
+    """Ends the new primary's replication. Its datadir was chosen for what it holds: it is the cluster's
+    from now on, even if its sidecar never saw it connected (its fresh marker goes)."""
     return f"""set -eu
 {_sql(engine, run_dir)}
 sql -e '{engine.reset_replication_sql}'
 [ -z "$(sql -e '{engine.status_statement}')" ]
+rm -f {data_dir}/{FRESH_MARKER}
 echo replication-ended
 """
 
@@ -139,6 +151,8 @@ class Observed:
     io_errno: str
     """Last_IO_Errno: why the IO thread is not connected ("0": it is, or it never failed)."""
     source: str
+    fresh: bool = False
+    """Its datadir holds nothing of the cluster yet (initialised, neither replicated into nor served)."""
 
 
 def parse_observed(engine: Engine, out: str) -> Observed:
@@ -175,4 +189,5 @@ def parse_observed(engine: Engine, out: str) -> Observed:
         io_error=fields.get("Last_IO_Error", ""),
         io_errno=fields.get("Last_IO_Errno", "0"),
         source=fields.get("Master_Host") or fields.get("Source_Host") or "",
+        fresh="fresh" in sections.get("datadir", []),
     )

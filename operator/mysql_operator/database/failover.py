@@ -3,7 +3,8 @@ their own (the caller passes `now`), so every rule is tested by stepping time.
 
 The primary is **lost** when its pod is gone or being deleted, its server is not ready, or its data
 volume is not the one it was promoted on (a claim deleted and made anew is an empty datadir over a
-cluster that has run: never served as primary). It is **suspect** when it is ready but every replica is
+cluster that has run: never served as primary), or, asked by the caller when it is not ready, its datadir
+is fresh (its volume emptied in place). It is **suspect** when it is ready but every replica is
 not: then the replicas are asked (by the caller) whether they lost their connection to it, as a network
 that isolates the primary's pod, not its kubelet, would show.
 
@@ -54,8 +55,10 @@ class Assessment:
     """Replace it now, without waiting for afterSeconds."""
 
 
+NOT_READY = "PrimaryNotReady"
 PRIMARY_DATA_REPLACED = "PrimaryDataReplaced"
-"""A primary on a data volume made anew (or never recorded, before a first primary): never served."""
+"""A primary on a data volume made anew or emptied in place (or never recorded, before a first
+primary): never served."""
 
 
 def assess(
@@ -73,7 +76,7 @@ def assess(
     if primary.terminating:
         return Assessment("lost", "PrimaryTerminating", f"pod {name} is being deleted")
     if not primary.ready:
-        return Assessment("lost", "PrimaryNotReady", f"pod {name} is not ready")
+        return Assessment("lost", NOT_READY, f"pod {name} is not ready")
     if replicas and not any(r.ready for r in replicas) and all(r.running for r in replicas):
         message = f"pod {name} is ready, every replica is not: are they cut off from it?"
         return Assessment("suspect", "ReplicasCutOff", message)

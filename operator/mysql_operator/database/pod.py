@@ -105,8 +105,9 @@ def mysql_pod_spec(
     sidecar = {
         "name": "replication",
         "image": image,
-        "command": ["sh", "-c", replication_script(engine)],
-        "volumeMounts": [conf, run, podinfo],  # conf: for the wiped flag
+        "command": ["sh", "-c", replication_script(engine, data_dir=data_dir)],
+        # conf: for the wiped flag; data: for the datadir's fresh marker (replication.FRESH_MARKER)
+        "volumeMounts": [conf, run, podinfo, data],
         "env": [
             replication_password_env,
             {"name": "REPLICATION_USER", "value": REPLICATION_USER},
@@ -117,6 +118,7 @@ def mysql_pod_spec(
         "resources": {"requests": SIDECAR_RESOURCES, "limits": SIDECAR_RESOURCES},
     }
     labels_file = {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+    annotations_file = {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}
     return {
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "initContainers": [*first_init, configure],
@@ -126,7 +128,7 @@ def mysql_pod_spec(
             {"name": "initdb", "emptyDir": {}},
             # Memory-backed: the option file with root's password never reaches a disk.
             {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-            {"name": "podinfo", "downwardAPI": {"items": [labels_file]}},
+            {"name": "podinfo", "downwardAPI": {"items": [labels_file, annotations_file]}},
             {"name": "tls", "secret": {"secretName": tls_secret, "defaultMode": 0o400}},
             *volumes,
         ],

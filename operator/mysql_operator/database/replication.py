@@ -14,9 +14,15 @@ before — a killed init, a restart, a lost pod, a moved label — is settled on
   A datadir whose one-time init was cut short (no marker from its last init script) is wiped to be
   initialised again, but only on a pod labelled replica: its data comes from the primary anyway, and a
   half-initialised datadir would otherwise come back without the root password, unusable.
+* A datadir the image's init made is *fresh* (`FRESH_MARKER`) until it holds the cluster's data: it
+  replicated from a source, or it was made writable as a new cluster's first primary, or the operator
+  promoted it. Once the cluster has run (`RAN_ANNOTATION` on a pod labelled since, or this pod's datadir
+  held the cluster's data before: `HELD_FLAG`), a fresh datadir is never made writable: a primary whose
+  volume was emptied in place comes back empty under its old label and stays read-only.
 * `replication` (sidecar) follows the label every `RECHECK_SECONDS`: labelled primary and replicating
-  from nobody (the operator's promotion ended that), it turns semi-sync on when asked, makes the server
-  writable and ensures the replication account (REPLICATION SLAVE only, TLS required); anything else
+  from nobody (the operator's promotion ended that), unless fresh in a cluster that ran, it turns
+  semi-sync on when asked, makes the server writable and ensures the replication account (REPLICATION
+  SLAVE only, TLS required); anything else
   — a replica, or a pod not labelled yet — is read-only, and a replica that has no source (new, wiped,
   or the primary it was until now) is pointed at the primary Service with GTID auto-position over TLS
   verified against the cluster's CA. It never restarts a replication someone stopped and never re-adds
@@ -36,12 +42,15 @@ from .identity import functions as identity_functions
 
 SERVER_ID_BASE = 100
 """server-id 0 refuses replication and 1 is many tools' default: start well clear of both."""
+DATA_DIR = "/var/lib/mysql"
+"""The official images' datadir, where the data volume is mounted (in the server and the sidecar)."""
 CONF_DIR = "/etc/mysql/conf.d"
 INITDB_DIR = "/docker-entrypoint-initdb.d"
 RUN_DIR = "/run/mysql-operator"
 """A memory-backed emptyDir: the clients' option file and the TLS files the server reads."""
 PODINFO_DIR = "/etc/podinfo"
-"""The downward API's view of the pod's labels (`labels`), refreshed by the kubelet when they change."""
+"""The downward API's view of the pod's labels (`labels`) and annotations (`annotations`), refreshed by
+the kubelet when they change."""
 TLS_SOURCE_DIR = "/etc/mysql-operator/tls"
 """The cluster's TLS Secret, mounted into `configure` only (which copies it for the server's user)."""
 ROLE_LABEL = "db.example.com/role"
@@ -53,6 +62,17 @@ LEGACY_INITIALISED = "mysqld-auto.cnf"
 """What earlier replica inits wrote last (SET PERSIST): a datadir with it finished its init too."""
 RECHECK_SECONDS = 3
 """How often the sidecar looks at its role label and its server."""
+FRESH_MARKER = "mysql-operator-fresh"
+"""Written into the datadir by the last init script with the identity: this datadir holds nothing of the
+cluster yet. The sidecar removes it once it does (it replicates from a source, or it was made writable as
+the first primary); until then, a pod labelled primary in a cluster that has run is never writable."""
+RAN_ANNOTATION = "db.example.com/cluster-has-run"
+"""On the database pods once the cluster has recorded a primary (value "true"): read by the sidecar
+through the downward API, where a fresh datadir (`FRESH_MARKER`) under a primary label then means a
+datadir emptied in place, not a cluster starting."""
+HELD_FLAG = "datadir-held-cluster-data"
+"""Left in the conf volume (the pod's life) by the sidecar once it saw its server up on a datadir that is
+not fresh: a fresh one seen later in this pod was emptied in place, the annotation or not."""
 WIPED_FLAG = "datadir-wiped"
 """Left in the conf volume by the server's start when it wiped a replica's datadir: the sidecar points
 the new datadir at the primary and removes it."""
@@ -123,6 +143,7 @@ EOF
 # server writable. Not during the init phase: its own writes (the root password) would be refused.
 printf '[mysqld]\\n{read_only}\\n' > {pending}
 cat > {initdb_dir}/zz-initialised.sh <<EOF
+touch {data_dir}/{FRESH_MARKER}
 touch {data_dir}/{INITIALISED_MARKER}
 printf 'engine=%s\\nversion=%s\\ncluster=%s\\ncluster-uid=%s\\n' '$ENGINE' '$SERVER_VERSION' \\
   '$CLUSTER_NAME' '$CLUSTER_UID' > {identity}
@@ -195,8 +216,22 @@ done
 """
 
 
+IO_CONNECTED = "(Replica|Slave)_IO_Running: Yes"
+"""An extended regular expression for the replica status of a connected IO thread."""
+
+
+def _ran(podinfo_dir: str) -> str:
+    """Shell: true when the pod carries `RAN_ANNOTATION`="true"."""
+    return f"grep -qx '{RAN_ANNOTATION}=\"true\"' {podinfo_dir}/annotations 2>/dev/null"
+
+
 def replication_script(
-    engine: Engine, *, conf_dir: str = CONF_DIR, run_dir: str = RUN_DIR, podinfo_dir: str = PODINFO_DIR
+    engine: Engine,
+    *,
+    data_dir: str = DATA_DIR,
+    conf_dir: str = CONF_DIR,
+    run_dir: str = RUN_DIR,
+    podinfo_dir: str = PODINFO_DIR,
 ) -> str:
     """The sidecar: waits for the local server, then follows the role label (see the module docstring)."""
     login = f"--defaults-extra-file={client_cnf(run_dir)}"
@@ -217,6 +252,9 @@ esac
 sql() {{ {engine.client} {login} -N "$@"; }}
 pause() {{ sleep "$1" & wait $!; }}
 role() {{ {_role(podinfo_dir)}; }}
+ran() {{ {_ran(podinfo_dir)}; }}
+fresh() {{ [ -e {data_dir}/{FRESH_MARKER} ]; }}
+held() {{ [ -e {conf_dir}/{HELD_FLAG} ]; }}
 # Statements carrying a password go through the client's stdin (printf is the shell's own).
 account() {{
   printf "{account}" "$REPLICATION_USER" "$REPLICATION_PASSWORD" "$REPLICATION_USER" \\
@@ -235,15 +273,31 @@ until sql -e 'SELECT 1' >/dev/null 2>&1; do pause 2; done
 was=none
 while :; do
   now="$(role)"
+  held || fresh || ! sql -e 'SELECT 1' >/dev/null 2>&1 || touch {conf_dir}/{HELD_FLAG}
   if [ "$now" = {PRIMARY} ]; then
     if status="$(sql -e '{engine.status_statement}')" && [ -z "$status" ]; then
-      [ "${{SEMI_SYNC:-off}}" != on ] || sql -e 'SET GLOBAL {engine.semi_sync_primary}=ON' || :
-      if [ "$(read_only)" != 0 ] && sql -e '{engine.writable_sql}'; then
-        echo "replication: writable: this pod is labelled primary"
-      fi
-      if [ -z "${{account_ready:-}}" ] && account; then
-        account_ready=1
-        echo "replication: account $REPLICATION_USER ready"
+      if fresh && {{ ran || held; }}; then
+        # Initialised anew (emptied in place) after the cluster ran: never served; the operator fails over.
+        [ "$(read_only)" = 1 ] || sql -e '{engine.read_only_sql}' || :
+        if [ -z "${{refused:-}}" ]; then
+          refused=1
+          echo "replication: labelled primary, but its datadir was initialised anew after the cluster \
+ran (emptied in place?): never writable"
+        fi
+      else
+        refused=""
+        [ "${{SEMI_SYNC:-off}}" != on ] || sql -e 'SET GLOBAL {engine.semi_sync_primary}=ON' || :
+        if [ "$(read_only)" != 0 ] && sql -e '{engine.writable_sql}'; then
+          echo "replication: writable: this pod is labelled primary"
+        fi
+        # The first primary: from now on its datadir is the cluster's.
+        if fresh && [ "$(read_only)" = 0 ] && rm -f {data_dir}/{FRESH_MARKER}; then
+          echo "replication: the first primary's datadir holds the cluster's data"
+        fi
+        if [ -z "${{account_ready:-}}" ] && account; then
+          account_ready=1
+          echo "replication: account $REPLICATION_USER ready"
+        fi
       fi
     elif [ -n "${{status:-}}" ] && [ "$was" != {PRIMARY} ]; then
       echo "replication: labelled primary but still replicating: waiting for the operator's promotion"
@@ -257,6 +311,11 @@ while :; do
     if [ "$now" = {REPLICA} ] && {{ [ "$was" != {REPLICA} ] || [ -e {conf_dir}/{WIPED_FLAG} ]; }}; then
       point || echo "replication: already configured; left as it is"
       rm -f {conf_dir}/{WIPED_FLAG}
+    fi
+    # A fresh datadir replicating from the cluster holds (or is receiving) the cluster's data.
+    if [ "$now" = {REPLICA} ] && fresh && sql -e '{engine.status_statement}' | grep -Eq '{IO_CONNECTED}'; then
+      rm -f {data_dir}/{FRESH_MARKER}
+      echo "replication: the datadir replicates the cluster's data"
     fi
   fi
   was="${{now:-none}}"

@@ -20,7 +20,7 @@ from ...database import images
 from ...database.backup import RESTORE_SCRIPT
 from ...database.engines import engine
 from ...database.pod import mysql_pod_spec
-from ...database.replication import PRIMARY, ROLE_LABEL
+from ...database.replication import DATA_DIR, PRIMARY, ROLE_LABEL
 from . import tls
 
 Obj = dict[str, Any]
@@ -32,7 +32,6 @@ REPLICATION_KEY_ANNOTATION = "db.example.com/replication-password"
 """On the credentials Secret: it holds REPLICATION_PASSWORD_KEY. Readable from the metadata-only cache,
 so a Secret from before that key existed is told apart without reading its data on every pass."""
 DATA_VOLUME = "data"
-DATA_DIR = "/var/lib/mysql"
 RESTORE_DIR = "/restore"
 """Where a restoring pod mounts the source cluster's backup PVC (read-only)."""
 
