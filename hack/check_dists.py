@@ -10,6 +10,7 @@ or its wheel.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tarfile
 import zipfile
@@ -74,10 +75,14 @@ def check(dist: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) > 1:
-        print("usage: check_dists.py [DIST_FOLDER]  (default: dist)", file=sys.stderr)
+    parser = argparse.ArgumentParser(
+        prog="check_dists.py", description="Check what each built distribution in a folder holds."
+    )
+    parser.add_argument("dist", nargs="?", default="dist", help="the folder of sdists and wheels (dist)")
+    dist = parser.parse_args(argv).dist
+    if not Path(dist).is_dir():
+        print(f"check_dists: {dist}: no such folder (build it first: make dist)", file=sys.stderr)
         return 2
-    (dist,) = argv or ["dist"]
     report = check(Path(dist))
     for line in report:
         print(f"check_dists: {line}", file=sys.stderr)

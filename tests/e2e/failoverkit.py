@@ -6,9 +6,9 @@ one row per ~0.2 s: `ack N` in its log means the server answered OK to the INSER
 only once a replica had it). A statement that hangs is killed after 10 s and counts as not acknowledged.
 
 A datadir emptied in place is emptied in the kind node too: its volume's directory (local-path: a host
-path on the node) is emptied and the server killed at once (SIGKILL, from outside its pid namespace), so
-the server writes nothing more into it and its container restarts on an empty datadir, same pod, same
-claim.
+path on the node) is emptied while its server is stopped (SIGSTOP, from outside its pid namespace), then
+the server is killed (SIGKILL), so it writes nothing more into it and its container restarts on an empty
+datadir, same pod, same claim.
 
 The cut is made in the kind node (docker exec): the pod's network namespace is entered by its CRI pod's
 pid (crictl) and its interface taken down, so nothing reaches the pod and the pod reaches nothing,
@@ -173,7 +173,9 @@ def empty_datadir_in_place(mysql: MySQLClusters, pod: str, timeouts: Timeouts) -
         assert done.returncode == 0, f"{script}: {done.stderr.strip()}"
         return done.stdout.strip()
 
-    (pod_id,) = node(f"crictl pods --name '^{pod}$' --namespace '^{mysql.namespace}$' -q").split()
+    ready = f"crictl pods --name '^{pod}$' --namespace '^{mysql.namespace}$' --state ready -q"
+    (pod_id,) = node(ready).split()
     (server,) = node(f"crictl ps --pod {pod_id} --name '^mysql$' -q").split()
     pid = json.loads(node(f"crictl inspect {server}"))["info"]["pid"]
-    node(f"find '{path}' -mindepth 1 ! -name lost+found -delete && kill -9 {pid}")
+    # Stopped first: the server writes nothing into the directory while it is emptied.
+    node(f"kill -STOP {pid} && find '{path}' -mindepth 1 ! -name lost+found -delete && kill -9 {pid}")

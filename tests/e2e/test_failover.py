@@ -50,6 +50,13 @@ def primary_is(mysql: MySQLClusters, name: str, pod: str) -> None:
     assert (record.get("failover") or {}).get("phase") in (None, "Completed"), record.get("failover")
 
 
+def restarts(mysql: MySQLClusters, pod: str) -> int:
+    """How often `pod`'s server container has restarted."""
+    obj = mysql.api.get(f"api/v1/namespaces/{mysql.namespace}/pods/{pod}") or {}
+    statuses = (obj.get("status") or {}).get("containerStatuses") or []
+    return sum(int(c.get("restartCount") or 0) for c in statuses if c.get("name") == "mysql")
+
+
 def replicated(sql: Sql, replica: str, rows: set[int]) -> None:
     missing = rows - present(sql, replica)
     assert not missing, f"{replica} lacks {len(missing)} rows, e.g. {sorted(missing)[:5]}"
@@ -172,14 +179,18 @@ def test_a_primary_whose_volume_is_emptied_in_place_is_never_served_and_replaced
     sql.ok("wipe-mysql-0", "INSERT INTO shop.writes VALUES " + ", ".join(f"({i})" for i in sorted(rows)))
     eventually(lambda: replicated(sql, "wipe-mysql-1", rows), timeout=timeouts(60), description="replicated")
     claim_uid = status(mysql, "wipe")["primaryClaimUID"]
+    killed = restarts(mysql, "wipe-mysql-0")
 
     empty_datadir_in_place(mysql, "wipe-mysql-0", timeouts)
     emptied_at = time.monotonic()
     served_empty: list[str] = []
 
     def promoted() -> None:
-        # Every look on the way: the emptied pod is never a ready primary (in the Service).
-        if role(mysql, "wipe-mysql-0") == "primary" and pod_ready(mysql, "wipe-mysql-0"):
+        # Every look on the way: the server on the emptied datadir (its container restarted) is never a
+        # ready primary, so never in the Service. (Until the kubelet reports the kill, the pod still
+        # shows the ready condition of the server that was killed.)
+        restarted = restarts(mysql, "wipe-mysql-0") > killed
+        if restarted and role(mysql, "wipe-mysql-0") == "primary" and pod_ready(mysql, "wipe-mysql-0"):
             served_empty.append(f"{time.monotonic() - emptied_at:.0f}s")
         primary_is(mysql, "wipe", "wipe-mysql-1")
 
@@ -208,5 +219,10 @@ def test_a_primary_whose_volume_is_emptied_in_place_is_never_served_and_replaced
     eventually(
         lambda: replicated(sql, "wipe-mysql-0", rows | {21}), timeout=timeouts(60), description="caught up"
     )
-    code, out = sql.exec("wipe-mysql-0", "ls /var/lib/mysql/mysql-operator-fresh")
-    assert code != 0, f"a datadir that replicates the cluster's data is fresh no more: {out}"
+
+    def claimed() -> None:
+        code, _ = sql.exec("wipe-mysql-0", "ls /var/lib/mysql/mysql-operator-fresh")
+        log = core.read_namespaced_pod_log("wipe-mysql-0", mysql.namespace, container="replication")
+        assert code != 0, f"a datadir that replicates the cluster's data is fresh no more; its sidecar: {log}"
+
+    eventually(claimed, timeout=timeouts(30), description="wipe-mysql-0's datadir the cluster's")

@@ -9,6 +9,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("check_dists", ROOT / "hack" / "check_dists.py")
 assert _spec is not None and _spec.loader is not None
@@ -84,3 +86,14 @@ def test_an_archive_without_its_package_is_named(tmp_path: Path) -> None:
     report = check_dists.check(tmp_path)
     assert "mysqlcluster_operator-1.0.0-py3-none-any.whl: no mysql_operator/__init__.py" in report
     assert "mysqlcluster_operator-1.0.0.tar.gz: no mysql_operator/__init__.py" in report
+
+
+def test_a_wrong_command_line_gets_a_usage_line_and_a_missing_folder_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        check_dists.main(["one", "two"])
+    assert exited.value.code == 2 and "usage: check_dists.py" in capsys.readouterr().err
+    missing = tmp_path / "nowhere"
+    assert check_dists.main([str(missing)]) == 2
+    assert f"{missing}: no such folder" in capsys.readouterr().err

@@ -122,7 +122,7 @@ class Pod:
         127.0.0.1:`primary_port` on this host (pods all listen on 3306, processes cannot)."""
         d = self.dirs()
         script = replication.replication_script(
-            MYSQL, conf_dir=d["conf"], run_dir=d["run"], podinfo_dir=d["podinfo"]
+            MYSQL, data_dir=d["data"], conf_dir=d["conf"], run_dir=d["run"], podinfo_dir=d["podinfo"]
         ).replace("SOURCE_PORT=3306", f"SOURCE_PORT={primary_port}")
         env = self.env(
             PRIMARY_HOST="127.0.0.1", REPLICATION_USER=replication.REPLICATION_USER, REPLICATION_PASSWORD="r"
@@ -144,6 +144,7 @@ class Pod:
     def start(self) -> None:
         """The server container's command, handing over to the image's entrypoint as in the image."""
         d = self.dirs()
+        Path(d["conf"]).mkdir(parents=True, exist_ok=True)  # an emptyDir: there in every pod
         start = replication.start_script(MYSQL, d["data"], conf_dir=d["conf"], podinfo_dir=d["podinfo"])
         command = ["sh", "-c", start, "sh", MYSQL.server]
         log = open(self.root / "mysqld.log", "ab")  # noqa: SIM115 - the child holds it
@@ -201,7 +202,8 @@ def test_replica_is_configured_by_the_operators_scripts_and_reaches_its_primary(
     primary.start()
     eventually(primary.alive, timeout=10)
     assert (primary.root / "data" / replication.INITIALISED_MARKER).exists(), primary.log
-    assert primary.mysql("SELECT @@server_id").strip() == "100"
+    first_id = int(primary.mysql("SELECT @@server_id"))
+    assert first_id % 1000 == 100 and first_id > 1000, "a new datadir's own, ordinal 0's"
     assert primary.mysql("SELECT @@read_only").strip() == "1", "every server starts read-only"
     assert primary.probed() != 0, "labelled primary but read-only: not ready"
     assert replica_status(primary) == {}
@@ -214,7 +216,8 @@ def test_replica_is_configured_by_the_operators_scripts_and_reaches_its_primary(
     replica.configure()
     replica.start()
     eventually(replica.alive, timeout=10)
-    assert replica.mysql("SELECT @@server_id").strip() == "101"
+    replica_id = int(replica.mysql("SELECT @@server_id"))
+    assert replica_id % 1000 == 101 and replica_id > 1000
     assert replica.mysql("SELECT @@super_read_only").strip() == "1", "readonly.cnf, from the init's end on"
     assert replica_status(replica) == {}, "replication is the sidecar's to set up"
     assert "replicating from 127.0.0.1" in replica.sidecar(primary.port)
@@ -240,6 +243,7 @@ def test_replica_is_configured_by_the_operators_scripts_and_reaches_its_primary(
     eventually(io_running, timeout=10)
     assert replica.log.count("running ") == 1, replica.log
     assert replica.mysql("SELECT @@read_only").strip() == "1"
+    assert int(replica.mysql("SELECT @@server_id")) == replica_id, "the datadir's id, recorded at its init"
     assert "already configured" in replica.sidecar(primary.port)
     replica.probe()
 

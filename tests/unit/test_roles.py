@@ -56,6 +56,10 @@ class Servers:
             self.ran.append((pod, "server-user"))
             return ExecResult(0, "105:107\n", "")
         s = self.servers[pod]
+        if "datadir-claimed" in script:
+            self.ran.append((pod, "claimed"))
+            s.fresh = False
+            return ExecResult(0, "datadir-claimed\n", "")
         if "datadir-fresh" in script:
             self.ran.append((pod, "datadir"))
             return ExecResult(0, "datadir-fresh\n" if s.fresh else "datadir-kept\n", "")
@@ -258,6 +262,21 @@ def test_a_primary_whose_datadir_was_emptied_in_place_is_replaced_at_once(
     assert told_ran(kube, 0) and told_ran(kube, 1), "each pod labelled since is told in the same patch"
 
 
+def test_a_candidate_that_replicates_from_nobody_is_promoted_with_its_datadir_claimed(
+    kube: FakeKube, running: MySQLClusterReconciler, servers: Servers
+) -> None:
+    """Chosen for what it holds, its datadir is the cluster's even if its sidecar never saw it connected
+    (still marked fresh): else its sidecar would refuse the primary label it is about to get."""
+    claim(kube, 0, "claim-new")
+    set_pod(kube, 0, ready=False)
+    servers.servers["db-mysql-0"] = Server(gtid="", replicating=False)
+    servers.servers["db-mysql-1"] = Server(gtid="0-100-11", replicating=False, fresh=True)
+    servers.servers["db-mysql-2"].received = "0-100-10"
+    running.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-1"
+    assert ("db-mysql-1", "claimed") in servers.ran and not servers.servers["db-mysql-1"].fresh
+
+
 def made_at(kube: FakeKube, ordinal: int, when: str) -> None:
     """Pod `ordinal`'s data claim, made at `when` (RFC 3339)."""
     meta = {"name": f"data-db-mysql-{ordinal}", "namespace": "ns", "creationTimestamp": when}
@@ -311,12 +330,10 @@ def test_a_first_primary_with_no_claim_beside_a_kept_one_is_never_labelled_prima
         assert named in degraded["message"]
 
 
-def test_a_first_primary_whose_kept_volume_was_emptied_is_reported_and_never_recorded(
+def recreated_over_claims_with_pod_0s_emptied(
     kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
 ) -> None:
-    """Re-created over its kept claims, pod 0's emptied in place (not made anew: the claim is the oldest).
-    Pod 1's claim says the cluster ran, so pod 0 is told (its sidecar never makes the fresh datadir
-    writable) and the cluster says why."""
+    """A cluster re-created over both its kept claims, pod 0's emptied in place; one pass made."""
     kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
     reconciler.reconcile(KEY)
     made_at(kube, 0, "2026-01-05T10:00:00Z")
@@ -324,11 +341,33 @@ def test_a_first_primary_whose_kept_volume_was_emptied_is_reported_and_never_rec
     servers.servers["db-mysql-0"] = Server(gtid="", replicating=False, fresh=True)
     set_pod(kube, 0, ready=False)
     reconciler.reconcile(KEY)
+
+
+def test_a_first_primary_whose_kept_volume_was_emptied_is_reported_and_never_recorded(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    """Re-created over its kept claims, pod 0's emptied in place (not made anew: the claim is the oldest).
+    Pod 1's claim says the cluster ran, so pod 0 is told (its sidecar never makes the fresh datadir
+    writable) and the cluster says why."""
+    recreated_over_claims_with_pod_0s_emptied(kube, reconciler, servers)
     reconciler.reconcile(KEY)
     assert role(kube, 0) == "primary" and told_ran(kube, 0) and "primary" not in status(kube)
     degraded = condition(status(kube), DEGRADED)
     assert (degraded["status"], degraded["reason"]) == ("True", "PrimaryDataReplaced")
     assert "initialised anew" in degraded["message"] and "data-db-mysql-1" in degraded["message"]
+
+
+def test_a_pod_told_the_cluster_ran_is_untold_once_the_kept_claims_are_deleted_to_start_afresh(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    recreated_over_claims_with_pod_0s_emptied(kube, reconciler, servers)
+    assert role(kube, 0) == "primary" and told_ran(kube, 0)
+
+    # As the message says: the older claims deleted, pod 0's fresh datadir is a new cluster's first.
+    del kube.objects[(PersistentVolumeClaim.endpoint, "ns", "data-db-mysql-1")]
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and not told_ran(kube, 0)
+    assert condition(status(kube), DEGRADED)["status"] == "False"
 
 
 @pytest.mark.parametrize(

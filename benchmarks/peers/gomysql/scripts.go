@@ -64,10 +64,21 @@ release opens data a newer one has upgraded; set spec.version to $had_version or
   refuse "DatadirMismatch: $1 was written by $had_engine $had_version; this pod runs $ENGINE $SERVER_VERSION: \
 set spec.version to $had_version to run it as it is (upgrade later by changing spec.version)"
 }
-record() {
-  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' "$ENGINE" "$SERVER_VERSION" \
-    "$CLUSTER_NAME" "$CLUSTER_UID" > "$1/mysql-operator-identity"
+record() {  # $server_id: the datadir's own (see replication.configure_script)
+  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\nserver-id=%s\n' "$ENGINE" \
+    "$SERVER_VERSION" "$CLUSTER_NAME" "$CLUSTER_UID" "$server_id" > "$1/mysql-operator-identity"
 }
+server_id_of() {
+  recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
+  if [ -n "$recorded" ]; then
+    echo "$recorded"
+  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+    echo $((100 + ordinal))
+  else
+    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+  fi
+}
+server_id="$(server_id_of)"  # recorded with kept data below; the server's comes from its start
 # Data already there (kept, restored, or this pod's own) must be this engine's and release's (identity.py).
 if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
   identify /var/lib/mysql
@@ -76,7 +87,6 @@ if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
 fi
 {
   echo '[mysqld]'
-  echo "server-id=$((100 + ordinal))"
   cat <<'EOF'
 log-bin=mysql-bin
 log-slave-updates=ON
@@ -101,8 +111,9 @@ printf '[mysqld]\nread-only=ON\n' > /etc/mysql/conf.d/readonly.cnf.pending
 cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<EOF
 touch /var/lib/mysql/mysql-operator-fresh
 touch /var/lib/mysql/mysql-operator-initialised
-printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' '$ENGINE' '$SERVER_VERSION' \
-  '$CLUSTER_NAME' '$CLUSTER_UID' > /var/lib/mysql/mysql-operator-identity
+printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\nserver-id=%s\n' '$ENGINE' \
+  '$SERVER_VERSION' '$CLUSTER_NAME' '$CLUSTER_UID' "\$(sed -n 's/^server-id=//p' /etc/mysql/conf.d/server-id.cnf)" \
+  > /var/lib/mysql/mysql-operator-identity
 cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
 EOF
 # The server reads its key as its own user; certificates are public.
@@ -128,7 +139,7 @@ printf '[client]\nuser=root\npassword="%s"\nhost=127.0.0.1\n' "$MYSQL_ROOT_PASSW
 		start: `set -eu
 role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"
 if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
-  if ! [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ] && [ "$role" = replica ]; then
+  if ! { [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ]; } && [ "$role" = replica ]; then
     echo "mariadbd: the datadir's first init did not finish; clearing it to initialise it again"
     find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
     touch /etc/mysql/conf.d/datadir-wiped
@@ -140,6 +151,18 @@ else
   # An empty datadir is initialised by the image first; its last init script turns read-only on.
   rm -f /etc/mysql/conf.d/readonly.cnf
 fi
+ordinal="${HOSTNAME##*-}"
+server_id_of() {
+  recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
+  if [ -n "$recorded" ]; then
+    echo "$recorded"
+  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+    echo $((100 + ordinal))
+  else
+    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+  fi
+}
+printf '[mysqld]\nserver-id=%s\n' "$(server_id_of)" > /etc/mysql/conf.d/server-id.cnf
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,
@@ -226,7 +249,8 @@ while :; do
       rm -f /etc/mysql/conf.d/datadir-wiped
     fi
     # A fresh datadir replicating from the cluster holds (or is receiving) the cluster's data.
-    if [ "$now" = replica ] && fresh && sql -e 'SHOW SLAVE STATUS\G' | grep -Eq '(Replica|Slave)_IO_Running: Yes'; then
+    # (Field names: without -N, which prints a vertical row's values only.)
+    if [ "$now" = replica ] && fresh && mariadb --defaults-extra-file=/run/mysql-operator/client.cnf -e 'SHOW SLAVE STATUS\G'         | grep -Eq '(Replica|Slave)_IO_Running: Yes'; then
       rm -f /var/lib/mysql/mysql-operator-fresh
       echo "replication: the datadir replicates the cluster's data"
     fi
@@ -283,10 +307,21 @@ release opens data a newer one has upgraded; set spec.version to $had_version or
   refuse "DatadirMismatch: $1 was written by $had_engine $had_version; this pod runs $ENGINE $SERVER_VERSION: \
 set spec.version to $had_version to run it as it is (upgrade later by changing spec.version)"
 }
-record() {
-  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' "$ENGINE" "$SERVER_VERSION" \
-    "$CLUSTER_NAME" "$CLUSTER_UID" > "$1/mysql-operator-identity"
+record() {  # $server_id: the datadir's own (see replication.configure_script)
+  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\nserver-id=%s\n' "$ENGINE" \
+    "$SERVER_VERSION" "$CLUSTER_NAME" "$CLUSTER_UID" "$server_id" > "$1/mysql-operator-identity"
 }
+server_id_of() {
+  recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
+  if [ -n "$recorded" ]; then
+    echo "$recorded"
+  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+    echo $((100 + ordinal))
+  else
+    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+  fi
+}
+server_id="$(server_id_of)"  # recorded with kept data below; the server's comes from its start
 # Data already there (kept, restored, or this pod's own) must be this engine's and release's (identity.py).
 if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
   identify /var/lib/mysql
@@ -295,7 +330,6 @@ if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
 fi
 {
   echo '[mysqld]'
-  echo "server-id=$((100 + ordinal))"
   cat <<'EOF'
 gtid-mode=ON
 enforce-gtid-consistency=ON
@@ -321,8 +355,9 @@ printf '[mysqld]\nread-only=ON\nsuper-read-only=ON\n' > /etc/mysql/conf.d/readon
 cat > /docker-entrypoint-initdb.d/zz-initialised.sh <<EOF
 touch /var/lib/mysql/mysql-operator-fresh
 touch /var/lib/mysql/mysql-operator-initialised
-printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' '$ENGINE' '$SERVER_VERSION' \
-  '$CLUSTER_NAME' '$CLUSTER_UID' > /var/lib/mysql/mysql-operator-identity
+printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\nserver-id=%s\n' '$ENGINE' \
+  '$SERVER_VERSION' '$CLUSTER_NAME' '$CLUSTER_UID' "\$(sed -n 's/^server-id=//p' /etc/mysql/conf.d/server-id.cnf)" \
+  > /var/lib/mysql/mysql-operator-identity
 cp /etc/mysql/conf.d/readonly.cnf.pending /etc/mysql/conf.d/readonly.cnf
 EOF
 # The server reads its key as its own user; certificates are public.
@@ -348,7 +383,7 @@ printf '[client]\nuser=root\npassword="%s"\nhost=127.0.0.1\n' "$MYSQL_ROOT_PASSW
 		start: `set -eu
 role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"
 if [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
-  if ! [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ] && [ "$role" = replica ]; then
+  if ! { [ -e /var/lib/mysql/mysql-operator-initialised ] || [ -e /var/lib/mysql/mysqld-auto.cnf ]; } && [ "$role" = replica ]; then
     echo "mysqld: the datadir's first init did not finish; clearing it to initialise it again"
     find /var/lib/mysql -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
     touch /etc/mysql/conf.d/datadir-wiped
@@ -360,6 +395,18 @@ else
   # An empty datadir is initialised by the image first; its last init script turns read-only on.
   rm -f /etc/mysql/conf.d/readonly.cnf
 fi
+ordinal="${HOSTNAME##*-}"
+server_id_of() {
+  recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
+  if [ -n "$recorded" ]; then
+    echo "$recorded"
+  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+    echo $((100 + ordinal))
+  else
+    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+  fi
+}
+printf '[mysqld]\nserver-id=%s\n' "$(server_id_of)" > /etc/mysql/conf.d/server-id.cnf
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,
@@ -446,7 +493,8 @@ while :; do
       rm -f /etc/mysql/conf.d/datadir-wiped
     fi
     # A fresh datadir replicating from the cluster holds (or is receiving) the cluster's data.
-    if [ "$now" = replica ] && fresh && sql -e 'SHOW REPLICA STATUS\G' | grep -Eq '(Replica|Slave)_IO_Running: Yes'; then
+    # (Field names: without -N, which prints a vertical row's values only.)
+    if [ "$now" = replica ] && fresh && mysql --defaults-extra-file=/run/mysql-operator/client.cnf -e 'SHOW REPLICA STATUS\G'         | grep -Eq '(Replica|Slave)_IO_Running: Yes'; then
       rm -f /var/lib/mysql/mysql-operator-fresh
       echo "replication: the datadir replicates the cluster's data"
     fi
@@ -561,9 +609,9 @@ release opens data a newer one has upgraded; set spec.version to $had_version or
   refuse "DatadirMismatch: $1 was written by $had_engine $had_version; this pod runs $ENGINE $SERVER_VERSION: \
 set spec.version to $had_version to run it as it is (upgrade later by changing spec.version)"
 }
-record() {
-  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\n' "$ENGINE" "$SERVER_VERSION" \
-    "$CLUSTER_NAME" "$CLUSTER_UID" > "$1/mysql-operator-identity"
+record() {  # $server_id: the datadir's own (see replication.configure_script)
+  printf 'engine=%s\nversion=%s\ncluster=%s\ncluster-uid=%s\nserver-id=%s\n' "$ENGINE" \
+    "$SERVER_VERSION" "$CLUSTER_NAME" "$CLUSTER_UID" "$server_id" > "$1/mysql-operator-identity"
 }
 whole() {  # $1: an archive's name; sets why when it is not
   if [ -e "/restore/$1.sha256" ] && ! (cd /restore && sha256sum -c "$1.sha256" >/dev/null 2>&1); then

@@ -179,6 +179,14 @@ class Steps:
             record["position"] = seen.executed.text
         return True
 
+    def _claim(self, pod: str) -> bool:
+        try:
+            result = run(self.executor, self.view, pod, actions.claim_datadir())
+        except ExecError as exc:
+            self._problem("PromotionWaiting", f"promoting pod {pod}: {exc}; retrying")
+            return False
+        return result.code == 0
+
     def _promote(self, record: Obj) -> bool:
         new = record["to"]
         seen = self.observe(new)
@@ -186,7 +194,9 @@ class Steps:
             self._problem("PromotionWaiting", f"cannot reach pod {new} to promote it; retrying")
             return False
         if not seen.replicating:
-            return True  # ended already (this step ran before, up to its end)
+            # Ended already (this step ran before, up to its end), or never replicating: its datadir is
+            # the cluster's now, fresh or not (chosen for what it holds).
+            return not seen.fresh or self._claim(new)
         if record["reason"] == "Switchover":
             script = actions.wait_applied(self.engine, record.get("position") or "", stop_receiving=False)
         else:

@@ -48,8 +48,10 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+FRESH_ASK_SECONDS = 5.0
+"""How long asking an unready primary whether its datadir is fresh may take (its node may be gone)."""
 FIRST_PRIMARY_REPLICATES = "FirstPrimaryReplicates"
-"""The reason for a first primary whose datadir still replicates (see `Roles._still_replicating`)."""
+"""The reason for a first primary whose datadir still replicates (see `Roles._first_refused`)."""
 
 
 class Roles:
@@ -212,6 +214,8 @@ class Roles:
         if not spec.failover.enabled:
             message = f"{found.message} (since {format_time(since)}); spec.failover.enabled is false"
             out.problems.append(Problem(found.reason, message, fatal=False))
+            if found.reason == NOT_READY:
+                out.requeue_after = RETRY_SECONDS  # to say so once its datadir turns out fresh
             return
         if now < at:
             message = f"{found.message} (since {format_time(since)}); failing over at {format_time(at)}"
@@ -238,7 +242,7 @@ class Roles:
         if member is None or member.terminating:
             return found
         try:
-            result = run(self.executor, view, primary, actions.datadir_fresh())
+            result = run(self.executor, view, primary, actions.datadir_fresh(), timeout=FRESH_ASK_SECONDS)
         except ExecError:
             return found  # its sidecar not up (yet), or no exec: wait as for any unready primary
         if result.code != 0 or result.stdout.strip() != "datadir-fresh":
@@ -274,11 +278,14 @@ class Roles:
                 is_primary = False
             wanted = None if name == unlabelled else PRIMARY if is_primary else REPLICA
             meta = pod["metadata"]
-            if (meta.get("labels") or {}).get(ROLE_LABEL) == wanted or meta.get("deletionTimestamp"):
+            # Told it ran when the cluster has not (its kept claims deleted to start afresh): untold.
+            untell = not ran and (meta.get("annotations") or {}).get(RAN_ANNOTATION) is not None
+            labelled = (meta.get("labels") or {}).get(ROLE_LABEL) == wanted
+            if (labelled and not untell) or meta.get("deletionTimestamp"):
                 continue
             patch: Obj = {"metadata": {"labels": {ROLE_LABEL: wanted}}}
-            if ran:
-                patch["metadata"]["annotations"] = {RAN_ANNOTATION: "true"}
+            if ran or untell:
+                patch["metadata"]["annotations"] = {RAN_ANNOTATION: "true" if ran else None}
             self.w.client.patch_merge(Pod, view.namespace, name, patch)
             log.info("labelled", extra={"pod": name, "namespace": view.namespace, "role": wanted})
 

@@ -105,11 +105,17 @@ def end_replication(engine: Engine, *, run_dir: str = RUN_DIR, data_dir: str = D
     from now on, even if its sidecar never saw it connected (its fresh marker goes)."""
     return f"""set -eu
 {_sql(engine, run_dir)}
+rm -f {data_dir}/{FRESH_MARKER}
 sql -e '{engine.reset_replication_sql}'
 [ -z "$(sql -e '{engine.status_statement}')" ]
-rm -f {data_dir}/{FRESH_MARKER}
 echo replication-ended
 """
+
+
+def claim_datadir(*, data_dir: str = DATA_DIR) -> str:
+    """Removes the fresh marker of the new primary's datadir, chosen for what it holds: it is the
+    cluster's from now on (its sidecar may never have seen it connected)."""
+    return f"rm -f {data_dir}/{FRESH_MARKER}\necho datadir-claimed\n"
 
 
 def repoint(engine: Engine, host: str, *, run_dir: str = RUN_DIR) -> str:

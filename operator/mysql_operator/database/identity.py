@@ -9,6 +9,10 @@ that the check lets through:
     version=10.11
     cluster=db
     cluster-uid=5b0c…
+    server-id=4711100
+
+`server-id` is the datadir's, not the pod's: chosen when the datadir is initialised, kept for its life
+(`replication.configure_script`).
 
 Before every start (`configure`) and before every restore, the data's engine and version are compared
 with the pod's (`ENGINE`, `SERVER_VERSION`; versions by major.minor):
@@ -75,7 +79,7 @@ release opens data a newer one has upgraded; set spec.version to $had_version or
   refuse "{FAIL}: $1 was written by $had_engine $had_version; this pod runs $ENGINE $SERVER_VERSION: \\
 set spec.version to $had_version to run it as it is (upgrade later by changing spec.version)"
 }}
-record() {{
-  printf 'engine=%s\\nversion=%s\\ncluster=%s\\ncluster-uid=%s\\n' "$ENGINE" "$SERVER_VERSION" \\
-    "$CLUSTER_NAME" "$CLUSTER_UID" > "$1/{IDENTITY_FILE}"
+record() {{  # $server_id: the datadir's own (see replication.configure_script)
+  printf 'engine=%s\\nversion=%s\\ncluster=%s\\ncluster-uid=%s\\nserver-id=%s\\n' "$ENGINE" \\
+    "$SERVER_VERSION" "$CLUSTER_NAME" "$CLUSTER_UID" "$server_id" > "$1/{IDENTITY_FILE}"
 }}"""

@@ -6,7 +6,7 @@ the label, and the Service `<name>-primary` (which selects it) with it. What mus
 before — a killed init, a restart, a lost pod, a moved label — is settled on every start, never once:
 
 * `configure` (init container) first refuses data another engine or release wrote (`identity.py`),
-  then writes the server's my.cnf (`server-id = 100 + ordinal`, GTIDs, the
+  then writes the server's my.cnf (the datadir's server-id, GTIDs, the
   TLS files, semi-sync when asked) and the clients' option file (root's password, 0600, on a memory
   volume: no password is ever an argument of a process). **Every server starts read-only** once its
   datadir is initialised (not during the image's init phase, whose own writes would be refused).
@@ -41,7 +41,11 @@ from .identity import IDENTITY_FILE
 from .identity import functions as identity_functions
 
 SERVER_ID_BASE = 100
-"""server-id 0 refuses replication and 1 is many tools' default: start well clear of both."""
+"""server-id 0 refuses replication and 1 is many tools' default: start well clear of both. A datadir
+from before server-ids were the datadir's keeps `SERVER_ID_BASE + ordinal`; a new one gets
+`SERVER_ID_BASE + ordinal + 1000 * n` (n random, 1..65536), recorded in its identity: a replica skips
+the events of its own server-id, so a datadir made anew on a pod must not share the id of the events
+its predecessor wrote, which it has to replicate back."""
 DATA_DIR = "/var/lib/mysql"
 """The official images' datadir, where the data volume is mounted (in the server and the sidecar)."""
 CONF_DIR = "/etc/mysql/conf.d"
@@ -64,12 +68,14 @@ RECHECK_SECONDS = 3
 """How often the sidecar looks at its role label and its server."""
 FRESH_MARKER = "mysql-operator-fresh"
 """Written into the datadir by the last init script with the identity: this datadir holds nothing of the
-cluster yet. The sidecar removes it once it does (it replicates from a source, or it was made writable as
-the first primary); until then, a pod labelled primary in a cluster that has run is never writable."""
+cluster yet. Removed once it does: by the sidecar (it replicates from a source, or it was made writable as
+the first primary) or by the operator's promotion; until then, a pod labelled primary in a cluster that
+has run is never writable. To serve a fresh datadir on purpose (a restore by hand), remove it."""
 RAN_ANNOTATION = "db.example.com/cluster-has-run"
-"""On the database pods once the cluster has recorded a primary (value "true"): read by the sidecar
-through the downward API, where a fresh datadir (`FRESH_MARKER`) under a primary label then means a
-datadir emptied in place, not a cluster starting."""
+"""Value "true" on each database pod the operator labels once the cluster has run (a primary recorded,
+or kept claims of an earlier cluster), in the same patch as the label: read by the sidecar through the
+downward API, where a fresh datadir (`FRESH_MARKER`) under a primary label then means a datadir emptied
+in place, not a cluster starting. A pod labelled before knows by itself (`HELD_FLAG`)."""
 HELD_FLAG = "datadir-held-cluster-data"
 """Left in the conf volume (the pod's life) by the sidecar once it saw its server up on a datadir that is
 not fresh: a fresh one seen later in this pod was emptied in place, the annotation or not."""
@@ -87,6 +93,28 @@ def client_cnf(run_dir: str = RUN_DIR) -> str:
 
 def tls_dir(run_dir: str = RUN_DIR) -> str:
     return f"{run_dir}/tls"
+
+
+SERVER_ID_CNF = "server-id.cnf"
+"""The server's server-id, written by the server container's start (every start: a datadir emptied in
+place gets a new one without the pod being made anew)."""
+
+
+def _server_id_function(data_dir: str) -> str:
+    """Shell: `server_id_of` prints the datadir's server-id (`SERVER_ID_BASE`): the one its identity
+    records; else, for data already there, the ordinal's as it always was; else (a datadir about to be
+    initialised) a new one. Needs $ordinal."""
+    identity = f"{data_dir}/{IDENTITY_FILE}"
+    return f"""server_id_of() {{
+  recorded="$(sed -n 's/^server-id=\\([0-9][0-9]*\\)$/\\1/p' {identity} 2>/dev/null || true)"
+  if [ -n "$recorded" ]; then
+    echo "$recorded"
+  elif [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
+    echo $(({SERVER_ID_BASE} + ordinal))
+  else
+    echo $(({SERVER_ID_BASE} + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+  fi
+}}"""
 
 
 def _role(podinfo_dir: str) -> str:
@@ -113,11 +141,14 @@ def configure_script(
     pending, active = f"{conf_dir}/readonly.cnf.pending", f"{conf_dir}/readonly.cnf"  # only *.cnf is read
     tls = tls_dir(run_dir)
     identity = f"{data_dir}/{IDENTITY_FILE}"
+    server_id_cnf = f"{conf_dir}/{SERVER_ID_CNF}"
     return f"""set -eu
 ordinal="${{HOSTNAME##*-}}"
 ENGINE={engine.name}
 umask 022
 {identity_functions(termination_log)}
+{_server_id_function(data_dir)}
+server_id="$(server_id_of)"  # recorded with kept data below; the server's comes from its start
 # Data already there (kept, restored, or this pod's own) must be this engine's and release's (identity.py).
 if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
   identify {data_dir}
@@ -126,7 +157,6 @@ if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
 fi
 {{
   echo '[mysqld]'
-  echo "server-id=$(({SERVER_ID_BASE} + ordinal))"
   cat <<'EOF'
 {config}
 ssl-ca={tls}/ca.crt
@@ -145,8 +175,9 @@ printf '[mysqld]\\n{read_only}\\n' > {pending}
 cat > {initdb_dir}/zz-initialised.sh <<EOF
 touch {data_dir}/{FRESH_MARKER}
 touch {data_dir}/{INITIALISED_MARKER}
-printf 'engine=%s\\nversion=%s\\ncluster=%s\\ncluster-uid=%s\\n' '$ENGINE' '$SERVER_VERSION' \\
-  '$CLUSTER_NAME' '$CLUSTER_UID' > {identity}
+printf 'engine=%s\\nversion=%s\\ncluster=%s\\ncluster-uid=%s\\nserver-id=%s\\n' '$ENGINE' \\
+  '$SERVER_VERSION' '$CLUSTER_NAME' '$CLUSTER_UID' "\\$(sed -n 's/^server-id=//p' {server_id_cnf})" \\
+  > {identity}
 cp {pending} {active}
 EOF
 # The server reads its key as its own user; certificates are public.
@@ -181,7 +212,7 @@ def start_script(
     return f"""set -eu
 role="$({_role(podinfo_dir)})"
 if [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
-  if ! {initialised} && [ "$role" = {REPLICA} ]; then
+  if ! {{ {initialised}; }} && [ "$role" = {REPLICA} ]; then
     echo "{engine.server}: the datadir's first init did not finish; clearing it to initialise it again"
     find {data_dir} -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {{}} +
     touch {conf_dir}/{WIPED_FLAG}
@@ -193,6 +224,9 @@ else
   # An empty datadir is initialised by the image first; its last init script turns read-only on.
   rm -f {active}
 fi
+ordinal="${{HOSTNAME##*-}}"
+{_server_id_function(data_dir)}
+printf '[mysqld]\\nserver-id=%s\\n' "$(server_id_of)" > {conf_dir}/{SERVER_ID_CNF}
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v {ENTRYPOINT} || echo /{ENTRYPOINT})" "$@"
 """
@@ -313,7 +347,9 @@ ran (emptied in place?): never writable"
       rm -f {conf_dir}/{WIPED_FLAG}
     fi
     # A fresh datadir replicating from the cluster holds (or is receiving) the cluster's data.
-    if [ "$now" = {REPLICA} ] && fresh && sql -e '{engine.status_statement}' | grep -Eq '{IO_CONNECTED}'; then
+    # (Field names: without -N, which prints a vertical row's values only.)
+    if [ "$now" = {REPLICA} ] && fresh && {engine.client} {login} -e '{engine.status_statement}' \
+        | grep -Eq '{IO_CONNECTED}'; then
       rm -f {data_dir}/{FRESH_MARKER}
       echo "replication: the datadir replicates the cluster's data"
     fi
