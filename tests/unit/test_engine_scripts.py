@@ -322,6 +322,24 @@ def test_a_new_datadirs_server_id_is_its_own_and_kept_data_keeps_the_one_it_had(
     pod.boot(MARIADB, "db-mysql-2")
     assert server_id(pod) == 102 and identity(pod.data)["server-id"] == "102"
 
+    # That volume restored as pod 0's (the documented recovery): pod 2's id stays pod 2's, whose own
+    # kept claim may run beside it; pod 0 gets one of its own, recorded with the data.
+    pod.boot(MARIADB, "db-mysql-0")
+    moved = server_id(pod)
+    assert moved % 1000 == 100 and moved > 1000 and identity(pod.data)["server-id"] == str(moved)
+    pod.start(MARIADB, "db-mysql-0")
+    assert server_id(pod) == moved
+
+
+def test_no_random_number_no_server_id_and_no_start(pod: Pod) -> None:
+    """An id that is not random would repeat the predecessor's: the start fails rather than use it."""
+    (pod.root / "bin" / "od").write_text("#!/bin/sh\nexit 1\n")
+    (pod.root / "bin" / "od").chmod(0o755)
+    pod.conf.mkdir(exist_ok=True)
+    run = pod.start(MARIADB, "db-mysql-1")
+    assert run.code != 0 and "no random number for a server-id" in run.stdout
+    assert "entrypoint" not in run.stdout
+
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.name)
 def test_server_cnf_has_the_gtids_and_tls(pod: Pod, engine: Engine) -> None:

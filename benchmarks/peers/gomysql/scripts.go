@@ -70,12 +70,15 @@ record() {  # $server_id: the datadir's own (see replication.configure_script)
 }
 server_id_of() {
   recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
-  if [ -n "$recorded" ]; then
+  if [ -n "$recorded" ] && [ $((recorded % 1000)) -eq $((100 + ordinal)) ]; then
     echo "$recorded"
-  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  elif [ -z "$recorded" ] && [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
     echo $((100 + ordinal))
   else
-    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+    # Made anew, or another ordinal's data (a volume copied from another pod): a new id of its own.
+    n="$(od -An -N2 -tu2 /dev/urandom)" && [ -n "$n" ] \
+      || { echo "no random number for a server-id" >&2; exit 1; }
+    echo $((100 + ordinal + 1000 * ($n + 1)))
   fi
 }
 server_id="$(server_id_of)"  # recorded with kept data below; the server's comes from its start
@@ -154,15 +157,19 @@ fi
 ordinal="${HOSTNAME##*-}"
 server_id_of() {
   recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
-  if [ -n "$recorded" ]; then
+  if [ -n "$recorded" ] && [ $((recorded % 1000)) -eq $((100 + ordinal)) ]; then
     echo "$recorded"
-  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  elif [ -z "$recorded" ] && [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
     echo $((100 + ordinal))
   else
-    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+    # Made anew, or another ordinal's data (a volume copied from another pod): a new id of its own.
+    n="$(od -An -N2 -tu2 /dev/urandom)" && [ -n "$n" ] \
+      || { echo "no random number for a server-id" >&2; exit 1; }
+    echo $((100 + ordinal + 1000 * ($n + 1)))
   fi
 }
-printf '[mysqld]\nserver-id=%s\n' "$(server_id_of)" > /etc/mysql/conf.d/server-id.cnf
+server_id="$(server_id_of)"
+printf '[mysqld]\nserver-id=%s\n' "$server_id" > /etc/mysql/conf.d/server-id.cnf
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,
@@ -313,12 +320,15 @@ record() {  # $server_id: the datadir's own (see replication.configure_script)
 }
 server_id_of() {
   recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
-  if [ -n "$recorded" ]; then
+  if [ -n "$recorded" ] && [ $((recorded % 1000)) -eq $((100 + ordinal)) ]; then
     echo "$recorded"
-  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  elif [ -z "$recorded" ] && [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
     echo $((100 + ordinal))
   else
-    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+    # Made anew, or another ordinal's data (a volume copied from another pod): a new id of its own.
+    n="$(od -An -N2 -tu2 /dev/urandom)" && [ -n "$n" ] \
+      || { echo "no random number for a server-id" >&2; exit 1; }
+    echo $((100 + ordinal + 1000 * ($n + 1)))
   fi
 }
 server_id="$(server_id_of)"  # recorded with kept data below; the server's comes from its start
@@ -398,15 +408,19 @@ fi
 ordinal="${HOSTNAME##*-}"
 server_id_of() {
   recorded="$(sed -n 's/^server-id=\([0-9][0-9]*\)$/\1/p' /var/lib/mysql/mysql-operator-identity 2>/dev/null || true)"
-  if [ -n "$recorded" ]; then
+  if [ -n "$recorded" ] && [ $((recorded % 1000)) -eq $((100 + ordinal)) ]; then
     echo "$recorded"
-  elif [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
+  elif [ -z "$recorded" ] && [ -n "$(ls -A /var/lib/mysql | grep -v '^lost+found$')" ]; then
     echo $((100 + ordinal))
   else
-    echo $((100 + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+    # Made anew, or another ordinal's data (a volume copied from another pod): a new id of its own.
+    n="$(od -An -N2 -tu2 /dev/urandom)" && [ -n "$n" ] \
+      || { echo "no random number for a server-id" >&2; exit 1; }
+    echo $((100 + ordinal + 1000 * ($n + 1)))
   fi
 }
-printf '[mysqld]\nserver-id=%s\n' "$(server_id_of)" > /etc/mysql/conf.d/server-id.cnf
+server_id="$(server_id_of)"
+printf '[mysqld]\nserver-id=%s\n' "$server_id" > /etc/mysql/conf.d/server-id.cnf
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v docker-entrypoint.sh || echo /docker-entrypoint.sh)" "$@"
 `,

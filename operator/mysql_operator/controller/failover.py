@@ -185,6 +185,9 @@ class Steps:
         except ExecError as exc:
             self._problem("PromotionWaiting", f"promoting pod {pod}: {exc}; retrying")
             return False
+        if result.code != 0:
+            message = f"promoting pod {pod}: its fresh marker not removed ({result.stderr.strip()[-200:]})"
+            self._problem("PromotionWaiting", f"{message}; retrying")
         return result.code == 0
 
     def _promote(self, record: Obj) -> bool:

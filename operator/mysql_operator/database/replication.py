@@ -6,11 +6,12 @@ the label, and the Service `<name>-primary` (which selects it) with it. What mus
 before — a killed init, a restart, a lost pod, a moved label — is settled on every start, never once:
 
 * `configure` (init container) first refuses data another engine or release wrote (`identity.py`),
-  then writes the server's my.cnf (the datadir's server-id, GTIDs, the
+  then writes the server's my.cnf (GTIDs, the
   TLS files, semi-sync when asked) and the clients' option file (root's password, 0600, on a memory
   volume: no password is ever an argument of a process). **Every server starts read-only** once its
   datadir is initialised (not during the image's init phase, whose own writes would be refused).
-* The server container's command (`start_script`) runs before the image's entrypoint on every start.
+* The server container's command (`start_script`) runs before the image's entrypoint on every start;
+  it writes the datadir's server-id (`SERVER_ID_BASE`).
   A datadir whose one-time init was cut short (no marker from its last init script) is wiped to be
   initialised again, but only on a pod labelled replica: its data comes from the primary anyway, and a
   half-initialised datadir would otherwise come back without the root password, unusable.
@@ -107,12 +108,15 @@ def _server_id_function(data_dir: str) -> str:
     identity = f"{data_dir}/{IDENTITY_FILE}"
     return f"""server_id_of() {{
   recorded="$(sed -n 's/^server-id=\\([0-9][0-9]*\\)$/\\1/p' {identity} 2>/dev/null || true)"
-  if [ -n "$recorded" ]; then
+  if [ -n "$recorded" ] && [ $((recorded % 1000)) -eq $(({SERVER_ID_BASE} + ordinal)) ]; then
     echo "$recorded"
-  elif [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
+  elif [ -z "$recorded" ] && [ -n "$(ls -A {data_dir} | grep -v '^lost+found$')" ]; then
     echo $(({SERVER_ID_BASE} + ordinal))
   else
-    echo $(({SERVER_ID_BASE} + ordinal + 1000 * ($(od -An -N2 -tu2 /dev/urandom) + 1)))
+    # Made anew, or another ordinal's data (a volume copied from another pod): a new id of its own.
+    n="$(od -An -N2 -tu2 /dev/urandom)" && [ -n "$n" ] \\
+      || {{ echo "no random number for a server-id" >&2; exit 1; }}
+    echo $(({SERVER_ID_BASE} + ordinal + 1000 * ($n + 1)))
   fi
 }}"""
 
@@ -226,7 +230,8 @@ else
 fi
 ordinal="${{HOSTNAME##*-}}"
 {_server_id_function(data_dir)}
-printf '[mysqld]\\nserver-id=%s\\n' "$(server_id_of)" > {conf_dir}/{SERVER_ID_CNF}
+server_id="$(server_id_of)"
+printf '[mysqld]\\nserver-id=%s\\n' "$server_id" > {conf_dir}/{SERVER_ID_CNF}
 # The official images' entrypoint is on PATH; some derived images keep it at the root.
 exec "$(command -v {ENTRYPOINT} || echo /{ENTRYPOINT})" "$@"
 """
