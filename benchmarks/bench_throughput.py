@@ -1,12 +1,15 @@
 """How fast the local plane itself turns StatefulSets into Ready pods: the floor under any operator.
 
     python benchmarks/bench_throughput.py [--sizes 100,300,1000] [--default-limits]
+    python benchmarks/bench_throughput.py --sizes 1000 --peer-kwok /path/to/kwok --repeat 2
 
 For each N a fresh plane with all components (kwok nodes, the default rate limits of this harness)
 gets N StatefulSets (1 replica, 1 PVC from a volumeClaimTemplate) created directly, and the time
 until every one reports readyReplicas=1 is measured: StatefulSets/s and pods/s. `--default-limits`
 runs the same with kube-controller-manager's and kube-scheduler's upstream client limits (20/50 qps)
-for comparison in the same run. Writes benchmarks/results/throughput.json with raw samples.
+for comparison in the same run. `--peer-kwok` runs the same with another kwok binary (another build, a
+patch left out; a `kwok.build` file beside it), `--repeat` times, alternating which goes first. Writes
+benchmarks/results/throughput.json (or `--out`) with raw samples.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from benchmeta import ROOT, run_metadata
@@ -53,8 +57,11 @@ def statefulset(i: int) -> dict[str, Any]:
     }
 
 
-def measure(n: int, extra_args: dict[str, dict[str, str | None]] | None) -> dict[str, Any]:
-    with ControlPlane("all", extra_args=extra_args, progress=lambda _m: None) as plane:
+def measure(
+    n: int, extra_args: dict[str, dict[str, str | None]] | None, kwok: Path | None = None
+) -> dict[str, Any]:
+    paths = {"kwok": kwok} if kwok else None
+    with ControlPlane("all", extra_args=extra_args, binary_paths=paths, progress=lambda _m: None) as plane:
         session = plane.admin_session()
         ns = "bench"
         session.post(f"{plane.server}/api/v1/namespaces", json={"metadata": {"name": ns}}, timeout=10)
@@ -92,18 +99,24 @@ def main() -> int:
     )
     parser.add_argument("--sizes", default="100,300,1000")
     parser.add_argument("--default-limits", action="store_true", help="also run with upstream client limits")
+    parser.add_argument("--peer-kwok", type=Path, help="also run with this kwok binary")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     result: dict[str, Any] = {**run_metadata(), "runs": []}
+    variants: list[tuple[str, Any, Path | None]] = [("harness", None, None)]
+    if args.default_limits:
+        variants.append(("upstream-limits", UPSTREAM_LIMITS, None))
+    if args.peer_kwok:
+        variants.append((f"kwok {args.peer_kwok}", None, args.peer_kwok))
     for n in (int(x) for x in args.sizes.split(",")):
-        variants = [("harness", None)] + (
-            [("upstream-limits", UPSTREAM_LIMITS)] if args.default_limits else []
-        )
-        for name, extra in variants:
-            sample = {"limits": name, **measure(n, extra)}
-            print(json.dumps(sample), file=sys.stderr, flush=True)
-            result["runs"].append(sample)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        for repeat in range(args.repeat):
+            for name, extra, kwok in variants if repeat % 2 == 0 else variants[::-1]:
+                sample = {"limits": name, "repeat": repeat, **measure(n, extra, kwok)}
+                print(json.dumps(sample), file=sys.stderr, flush=True)
+                result["runs"].append(sample)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result["runs"], indent=2))
     return 0
 

@@ -22,7 +22,7 @@ from filelock import FileLock
 
 from envtest import binaries, commands, crds
 from envtest.errors import EnvtestError
-from envtest.plane import supervisor
+from envtest.plane import supervisor, template
 from envtest.plane.controlplane import ALL_COMPONENTS, parse_components
 
 
@@ -277,6 +277,12 @@ def _cleanup_binaries(*, dry_run: bool) -> int:
         else:
             print(f"kept {directory}: an install into it is running", file=sys.stderr)
             rc = 1
+    for directory in template.stale():
+        if dry_run:
+            print(f"would remove {directory} (a plane template of binaries no longer there)")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+            print(f"removed {directory} (a plane template of binaries no longer there)")
     return rc
 
 

@@ -4,8 +4,9 @@ kube-controller-manager, kube-scheduler and kwok (a fake Node that runs pods wit
     with ControlPlane(crds=["api/crd"]) as cp:
         api = pykube.HTTPClient(pykube.KubeConfig.from_file(cp.kubeconfig))
 
-Start order: etcd → kube-apiserver → CRDs (before the controller-manager, whose garbage collector
-re-reads discovery only every 30 s) → controller-manager → scheduler → kwok and its Node → ready.
+Start order: etcd (from a plane template, envtest.plane.template) → kube-apiserver → CRDs (before
+the controller-manager, whose garbage collector re-reads discovery only every 30 s) → controller-manager,
+scheduler and kwok with its Node side by side → ready.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
 from envtest.pki import CertificateAuthority, private_dir, service_account_key, write_private
-from envtest.plane import flags, kwok, streams
+from envtest.plane import flags, kwok, streams, template
 from envtest.plane.ports import free_port
 from envtest.plane.process import ManagedProcess
 from envtest.record import policy
@@ -92,6 +93,7 @@ class ControlPlane:
         pod_exec: bool = False,
         record: bool = True,
         record_bodies: bool = False,
+        use_template: bool | None = None,
     ) -> None:
         self.components = parse_components(components)
         self.version = binaries.k8s_version(version)  # a selector (`1.36`, `latest`) → its exact release
@@ -101,7 +103,8 @@ class ControlPlane:
         """Seconds each component may take to become ready."""
         self.stop_grace = stop_grace
         """Seconds between SIGTERM and SIGKILL for each component. A test plane's data is throwaway, and
-        kube-apiserver ignores SIGTERM while watches are open (it would use all of a 10 s grace)."""
+        kube-apiserver ignores SIGTERM while watches are open (it would use all of a 10 s grace). A plane
+        that owns its workdir (none given) deletes it at stop and gives no grace at all."""
         self.cert_valid_days = cert_valid_days
         """Days the plane's CA and every certificate it issues are valid. A test's plane lives minutes;
         a kept one (`envtest up`, --envtest-keep) may live for months, so its supervisor asks for more."""
@@ -114,6 +117,12 @@ class ControlPlane:
         """kube-apiserver writes its audit log (`audit_log`) with envtest's policy (envtest.record)."""
         self.record_bodies = record_bodies
         """With record: request and response bodies of the operators' requests (never credentials')."""
+        self.use_template = template.wanted() if use_template is None else use_template
+        """etcd starts from a copy of a bootstrapped plane's data (envtest.plane.template), made once
+        per binaries; ignored with extra_args for etcd or kube-apiserver, which may change what it holds.
+        None: unless ENVTEST_PLANE_TEMPLATE is 0 or false."""
+        self.from_template = False
+        """Whether this start's etcd began from a template."""
         self.node_capacity = dict(node_capacity or {})
         """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
@@ -164,6 +173,7 @@ class ControlPlane:
             # Keys, kubeconfigs and etcd's data live here: the owner's alone (mkdtemp's are already).
             private_dir(self.workdir)
             paths = self._resolve_binaries()
+            self._seed_etcd(paths)
             # etcd needs no certificates: it starts while the PKI is written, and kube-apiserver starts
             # beside it (it retries etcd by itself); then both are waited for.
             self._start_etcd(paths[ETCD], wait=False)
@@ -171,12 +181,16 @@ class ControlPlane:
             self._start_apiserver(paths[APISERVER], wait=False)
             self.processes[ETCD].wait_ready()
             self._install_crds_early()
+            # The rest only talk to the apiserver: they start side by side, then each is waited for.
             if KCM in self.components:
                 self._start_controller_manager(paths[KCM])
             if SCHEDULER in self.components:
                 self._start_scheduler(paths[SCHEDULER])
             if KWOK in self.components:
                 self._start_kwok(paths[KWOK])
+            for name in (KCM, SCHEDULER, KWOK):
+                if name in self.processes:
+                    self.processes[name].wait_ready()
             self._wait_cluster_ready()
         except BaseException:
             # Start undoes itself: nothing half-started outlives the error (KeyboardInterrupt included).
@@ -189,9 +203,14 @@ class ControlPlane:
 
     def stop(self) -> None:
         errors: list[str] = []
+        # A plane whose workdir goes with it keeps nothing: its processes get no grace (kube-apiserver
+        # takes over a second to shut down gracefully, and nothing it would flush is read again).
+        discard = self._owns_workdir
         # Reverse start order: the apiserver must outlive its clients, etcd must outlive the apiserver.
         for name in reversed(list(self.processes)):
             try:
+                if discard:
+                    self.processes[name].stop_timeout = 0.0
                 self.processes[name].stop()
             except Exception as exc:
                 errors.append(f"{name}: {exc}")
@@ -245,6 +264,55 @@ class ControlPlane:
             else:
                 _check_patched_kwok(kwok_binary)
         return paths
+
+    def _seed_etcd(self, paths: Mapping[str, Path]) -> None:
+        self.from_template = False
+        if not self.use_template or self.extra_args.get(ETCD) or self.extra_args.get(APISERVER):
+            return
+        if (self.workdir / "etcd").exists():
+            return  # a kept plane's own data, started again: never replaced
+        ident = template.identity(
+            self.version,
+            {ETCD: paths[ETCD], APISERVER: paths[APISERVER]},
+            {ETCD: flags.ETCD_FLAGS, APISERVER: flags.APISERVER_FLAGS},
+        )
+        began = time.monotonic()
+        try:
+            found, made = template.ensure(
+                ident, lambda data: self._make_template(paths, data), lock_timeout=2 * self.start_timeout
+            )
+        except Exception as exc:  # the plane still starts, as it would without templates
+            self._warn(
+                f"starting without a plane template: making one failed ({str(exc).splitlines()[0]}); "
+                f"{template.ENV}=0 stops trying"
+            )
+            return
+        if made:
+            took = time.monotonic() - began
+            self._progress(f"plane template made in {took:.1f}s (once for these binaries)")
+        template.copy_into(found, self.workdir / "etcd")
+        self.from_template = True
+
+    def _make_template(self, paths: Mapping[str, Path], data_dir: Path) -> None:
+        """An ordinary start of etcd and kube-apiserver alone, stopped once /readyz is ok with every
+        check; etcd's data is copied once both have exited."""
+        seed = ControlPlane(
+            MINIMAL_COMPONENTS,
+            version=self.version,
+            binary_paths={ETCD: paths[ETCD], APISERVER: paths[APISERVER]},
+            start_timeout=self.start_timeout,
+            record=False,
+            use_template=False,
+            progress=lambda _msg: None,
+        )
+        try:
+            seed.start()
+            seed.processes[APISERVER].stop()
+            template.forget_per_plane_keys(seed.etcd_url)
+            seed.processes[ETCD].stop()
+            template.copy_data(seed.workdir / "etcd", data_dir)
+        finally:
+            seed.stop()
 
     def _write_pki(self) -> None:
         pki = private_dir(self.workdir / "pki")
@@ -358,7 +426,11 @@ class ControlPlane:
         self._launch(APISERVER, binary, args, ready=self._apiserver_ready, wait=wait)
 
     def _apiserver_ready(self) -> bool:
-        return self.admin_session().get(f"{self.server}/readyz", timeout=2).status_code == 200
+        session = self.admin_session()
+        url = self.server + template.readyz_path(self.from_template)
+        if session.get(url, timeout=2).status_code != 200:
+            return False
+        return not self.from_template or template.written(session, self.server)
 
     def _apiserver_serves_crds(self) -> bool:
         url = f"{self.server}/{crds.CRD_API}?limit=1"
@@ -368,8 +440,9 @@ class ControlPlane:
         """kube-apiserver serves CRDs about 1.5 s before /readyz: its post-start hooks (RBAC's
         bootstrap roles, priority classes) run after it listens, and the admin (system:masters)
         needs none of them. CRDs created then are named and established meanwhile, so the start
-        waits for the later of the two instead of their sum; ready still means /readyz ok and
-        every CRD Established and served by discovery."""
+        waits for the later of the two instead of their sum; ready still means the apiserver ready
+        (/readyz ok, but for the hooks a template holds the work of) and every CRD Established and
+        served by discovery."""
         apiserver = self.processes[APISERVER]
         if not self.crd_paths:
             apiserver.wait_ready()
@@ -399,7 +472,9 @@ class ControlPlane:
             "cluster-signing-cert-file": str(pki / "ca.crt"),
             "cluster-signing-key-file": str(pki / "ca.key"),
         }
-        self._launch(KCM, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"))
+        self._launch(
+            KCM, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), wait=False
+        )
 
     def _start_scheduler(self, binary: Path) -> None:
         kubeconfig, port = self._component_kubeconfig(SCHEDULER), free_port()
@@ -410,7 +485,9 @@ class ControlPlane:
             "secure-port": str(port),
             "cert-dir": str(self.workdir / "scheduler-certs"),
         }
-        self._launch(SCHEDULER, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"))
+        self._launch(
+            SCHEDULER, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), wait=False
+        )
 
     def allow_exec(self, namespace: str) -> None:
         """Let `kubectl exec` into `namespace`'s fake pods run commands on this host (see
@@ -446,7 +523,7 @@ class ControlPlane:
         )
         self.processes[KWOK] = proc
         self._progress("starting kwok")
-        proc.start()
+        proc.spawn()
 
     @property
     def _serves_pod_streams(self) -> bool:
