@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filelock import FileLock, Timeout
@@ -52,10 +53,18 @@ def test_made_once_then_reused(tmp_path: Path) -> None:
     assert json.loads((first / template.COMPLETE).read_text())["version"] == "1.37.2"
 
 
-def test_parallel_callers_make_it_once(tmp_path: Path) -> None:
+def test_parallel_callers_make_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ident = _ident(tmp_path)
-    inside, release = threading.Event(), threading.Event()
+    inside, release, second_waits = threading.Event(), threading.Event(), threading.Event()
     made = []
+
+    class SeenLock(FileLock):  # tells when the second caller asks for the lock the first one holds
+        def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread().name == "second":
+                second_waits.set()
+            return super().acquire(*args, **kwargs)
+
+    monkeypatch.setattr(template, "FileLock", SeenLock)
 
     def slow_make(data_dir: Path) -> None:
         made.append(data_dir)
@@ -67,8 +76,9 @@ def test_parallel_callers_make_it_once(tmp_path: Path) -> None:
     first = threading.Thread(target=lambda: results.append(template.ensure(ident, slow_make)))
     first.start()
     assert inside.wait(30)
-    second = threading.Thread(target=lambda: results.append(template.ensure(ident, slow_make)))
+    second = threading.Thread(target=lambda: results.append(template.ensure(ident, slow_make)), name="second")
     second.start()
+    assert second_waits.wait(30), "the second caller never asked for the lock"
     release.set()
     first.join(30)
     second.join(30)

@@ -141,12 +141,16 @@ def identity(
 ) -> dict[str, object]:
     """What a template depends on: the binaries (path, size, mtime: a rebuild or an upgrade makes a
     new one without hashing 100 MB at every start) and the flags that shape what is stored."""
-    files = {}
+    return {"format": FORMAT, "version": version, "binaries": _files(binaries), "flags": flags}
+
+
+def _files(binaries: Mapping[str, Path]) -> dict[str, dict[str, object]]:
+    files: dict[str, dict[str, object]] = {}
     for name, path in sorted(binaries.items()):
         real = Path(path).resolve()
         st = real.stat()
         files[name] = {"path": str(real), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    return {"format": FORMAT, "version": version, "binaries": files, "flags": flags}
+    return files
 
 
 def directory(ident: Mapping[str, object]) -> Path:
@@ -198,7 +202,7 @@ def stale(root_dir: Path | None = None) -> list[Path]:
                 found.append(target)  # made by another envtest: never matches this one's identity
                 continue
             files = made["binaries"]
-            current = identity("", {name: Path(f["path"]) for name, f in files.items()}, {})["binaries"]
+            current = _files({name: Path(f["path"]) for name, f in files.items()})
         except (OSError, ValueError, KeyError, TypeError):
             found.append(target)  # unreadable record or a binary gone
             continue
