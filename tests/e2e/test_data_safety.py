@@ -81,39 +81,43 @@ def test_a_cluster_recreated_over_its_kept_claims_but_pod_0s_serves_no_empty_pri
     two = {**MINIMAL, "spec": {**MINIMAL["spec"], "replicas": 2}}
     mysql.create(two, name="kept", skip_final_backup=True)
     mysql.wait_running("kept")
-    eventually(
-        lambda: mysql.must_get("kept")["status"]["primary"] == "kept-mysql-0" or None,
-        timeout=mysql.timeouts(30),
-        description="pod 0 recorded as the primary",
-    )
+
+    # A check says "not yet" by raising AssertionError; whatever it returns, None included, is done.
+    def pod_0_recorded() -> None:
+        assert mysql.must_get("kept")["status"].get("primary") == "kept-mysql-0"
+
+    eventually(pod_0_recorded, timeout=mysql.timeouts(30), description="pod 0 recorded as the primary")
     assert mysql.data_pvcs("kept") == ["data-kept-mysql-0", "data-kept-mysql-1"]
     assert mysql.delete("kept") == 200
     mysql.wait_gone("kept")
     # The garbage collector deletes the StatefulSet after the cluster: one still there would make pod 0's
     # claim again, in the same second as pod 1's (seen in CI), and the test would lose a claim it never lost.
     statefulset = f"apis/apps/v1/namespaces/{mysql.namespace}/statefulsets/kept-mysql"
+
+    def collected() -> None:
+        assert mysql.api.get(statefulset) is None, "the StatefulSet is still there"
+        assert not mysql.database_pods("kept"), "its pods are still there"
+
     eventually(
-        lambda: (mysql.api.get(statefulset) is None and not mysql.database_pods("kept")) or None,
-        timeout=mysql.timeouts(60),
-        description="the StatefulSet and its pods garbage-collected",
+        collected, timeout=mysql.timeouts(60), description="the StatefulSet and its pods garbage-collected"
     )
     claims = f"api/v1/namespaces/{mysql.namespace}/persistentvolumeclaims"
     assert mysql.api.delete(f"{claims}/data-kept-mysql-0") == 200
-    eventually(
-        lambda: mysql.data_pvcs("kept") == ["data-kept-mysql-1"] or None,
-        timeout=mysql.timeouts(60),
-        description="pod 0's claim gone",
-    )
+
+    def claim_0_gone() -> None:
+        assert mysql.data_pvcs("kept") == ["data-kept-mysql-1"]
+
+    eventually(claim_0_gone, timeout=mysql.timeouts(60), description="pod 0's claim gone")
 
     # A cluster that ran did so for longer than the one second creationTimestamp resolves, which on
     # this plane all of the above may fit in: the re-creation starts in a later second.
     kept = mysql.api.get(f"{claims}/data-kept-mysql-1")["metadata"]["creationTimestamp"]
     made = datetime.fromisoformat(kept.replace("Z", "+00:00"))
-    eventually(
-        lambda: datetime.now(UTC) >= made + timedelta(seconds=1) or None,
-        timeout=mysql.timeouts(5),
-        description="a second later than pod 1's claim",
-    )
+
+    def a_second_later() -> None:
+        assert datetime.now(UTC) >= made + timedelta(seconds=1)
+
+    eventually(a_second_later, timeout=mysql.timeouts(5), description="a second later than pod 1's claim")
     mysql.create(two, name="kept", skip_final_backup=True)  # the retained Secret opens the kept data
 
     def refused() -> None:

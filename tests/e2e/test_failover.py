@@ -209,11 +209,11 @@ def test_a_primary_whose_volume_is_emptied_in_place_is_never_served_and_replaced
         description="wipe-mysql-1 writable",
     )
     # The emptied pod is a replica of it and holds every row again.
-    eventually(
-        lambda: pod_ready(mysql, "wipe-mysql-0") or None,
-        timeout=timeouts(240),
-        description="wipe-mysql-0 back",
-    )
+
+    def back() -> None:
+        assert pod_ready(mysql, "wipe-mysql-0"), "wipe-mysql-0 not Ready"
+
+    eventually(back, timeout=timeouts(240), description="wipe-mysql-0 back")
     assert role(mysql, "wipe-mysql-0") == "replica"
     assert sql.ok("wipe-mysql-0", "SELECT @@read_only") == "1"
     eventually(
