@@ -10,7 +10,7 @@ TEST_WORKERS ?= 3
 # xdist's default scheduler hands each worker a run of consecutive tests first: in `make test` one worker's
 # first run held every E2E test and ran them alone while the other finished the unit tests and waited.
 # worksteal lets an idle worker take half of a busy one's queue.
-DIST ?= worksteal
+PYTEST_DIST ?= worksteal
 PYTEST_ARGS ?=
 KIND_CLUSTER ?= envtest
 export GOTOOLCHAIN ?= local
@@ -39,11 +39,11 @@ binaries: $(VENV)/.installed
 # A skip is a test that proved nothing: `make test` fails on any skip but the documented kind-only ones
 # (hack/skipcheck.py KIND_ONLY; docs/ci.md). Every test runs under a time limit (tests/conftest.py).
 test: setup ## unit + e2e (local control plane), in parallel; fails on a skip that is not kind-only
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist $(DIST) -rs --junitxml=artifacts/junit-test.xml $(PYTEST_ARGS)
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist $(PYTEST_DIST) -rs --junitxml=artifacts/junit-test.xml $(PYTEST_ARGS)
 	$(PY) hack/skipcheck.py artifacts/junit-test.xml --max-skipped 0 --allow-kind-only
 
 unit: $(VENV)/.installed
-	$(PY) -m pytest tests/unit -n $(WORKERS) --dist $(DIST) $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -n $(WORKERS) $(PYTEST_ARGS)
 
 # Sharding across machines (pytest-split): `make e2e SHARDS=4 SHARD=2` runs group 2 of 4, balanced by the
 # durations stored in tests/e2e/.test_durations (`make durations` refreshes them; commit the file). A test
@@ -58,7 +58,7 @@ SPLIT_ARGS = $(if $(SHARDS)$(SHARD),$(if $(and $(SHARDS),$(SHARD)),--splits $(SH
 	(make e2e SHARDS=4 SHARD=2))))
 
 e2e: setup ## E2E on the local control plane; SHARDS=N SHARD=i runs one group of N
-	$(PY) -m pytest tests/e2e -n $(WORKERS) --dist $(DIST) $(SPLIT_ARGS) $(PYTEST_ARGS)
+	$(PY) -m pytest tests/e2e -n $(WORKERS) $(SPLIT_ARGS) $(PYTEST_ARGS)
 
 # Every supported minor in turn (`python -m envtest.pins supported`), each with its own binaries (installed
 # or built first, side by side in the cache) and its own plane; one minor's failure does not stop the next,

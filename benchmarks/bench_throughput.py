@@ -2,6 +2,8 @@
 
     python benchmarks/bench_throughput.py [--sizes 100,300,1000] [--default-limits]
     python benchmarks/bench_throughput.py --sizes 1000 --peer-kwok /path/to/kwok --repeat 2
+    python benchmarks/bench_throughput.py --workload deployment --sizes 10000
+    python benchmarks/bench_throughput.py --workload pods --sizes 1000,10000
 
 For each N a fresh plane with all components (kwok nodes, the default rate limits of this harness)
 gets N StatefulSets (1 replica, 1 PVC from a volumeClaimTemplate) created directly, and the time
@@ -10,6 +12,11 @@ runs the same with kube-controller-manager's and kube-scheduler's upstream clien
 for comparison in the same run. `--peer-kwok` runs the same with another kwok binary (another build, a
 patch left out; a `kwok.build` file beside it), `--repeat` times, alternating which goes first. Writes
 benchmarks/results/throughput.json (or `--out`) with raw samples.
+
+`--workload deployment`: one Deployment of N replicas instead (ReplicaSet controller, scheduler, kwok;
+no volumes), timed until its readyReplicas is N. `--workload pods`: N bare pods bound to the kwok node
+by `nodeName` (no controller, no scheduler), timed until all N are Running: what kwok's own CI
+benchmark (test/kwokctl/kwokctl_benchmark_test.sh) times, with the same 1 s polls.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 from benchmeta import ROOT, run_metadata
 
 from envtest import ControlPlane
+from envtest.plane.kwok import NODE_NAME
 
 RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
 UPSTREAM_LIMITS = {
@@ -55,6 +63,78 @@ def statefulset(i: int) -> dict[str, Any]:
             ],
         },
     }
+
+
+def deployment(n: int) -> dict[str, Any]:
+    labels = {"app": "d"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "replicas": n,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]},
+            },
+        },
+    }
+
+
+def pod(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"p{i}", "labels": {"app": "p"}},
+        "spec": {"nodeName": NODE_NAME, "containers": [{"name": "c", "image": "example.invalid/c:1"}]},
+    }
+
+
+def measure_workload(workload: str, n: int) -> dict[str, Any]:
+    """A Deployment of n replicas, or n bare pods on the kwok node: seconds until all are ready/Running."""
+    with ControlPlane("all", progress=lambda _m: None) as plane:
+        session = plane.admin_session()
+        ns = "bench"
+        session.post(f"{plane.server}/api/v1/namespaces", json={"metadata": {"name": ns}}, timeout=10)
+        began = time.monotonic()
+        if workload == "deployment":
+            url = f"{plane.server}/apis/apps/v1/namespaces/{ns}/deployments"
+            assert session.post(url, json=deployment(n), timeout=30).status_code == 201
+
+            def done() -> int:
+                status = session.get(f"{url}/d", timeout=60).json().get("status") or {}
+                return int(status.get("readyReplicas") or 0)
+        else:
+            url = f"{plane.server}/api/v1/namespaces/{ns}/pods"
+            with ThreadPoolExecutor(8) as pool:
+                codes = list(
+                    pool.map(lambda i: session.post(url, json=pod(i), timeout=30).status_code, range(n))
+                )
+            assert codes.count(201) == n, f"create failed: {sorted(set(codes))}"
+
+            def done() -> int:
+                running = {"fieldSelector": "status.phase=Running", "resourceVersion": "0"}
+                return len(session.get(url, params=running, timeout=60).json()["items"])
+
+        created = time.monotonic() - began
+        deadline = began + 900
+        ready = 0
+        while time.monotonic() < deadline:
+            ready = done()
+            if ready == n:
+                break
+            time.sleep(1)
+        seconds = time.monotonic() - began
+        return {
+            "workload": workload,
+            "n": n,
+            "all_ready": ready == n,
+            "ready": ready,
+            "create_seconds": round(created, 2),
+            "ready_seconds": round(seconds, 2),
+            "pods_per_second": round(ready / seconds, 2),
+        }
 
 
 def measure(
@@ -102,8 +182,20 @@ def main() -> int:
     parser.add_argument("--peer-kwok", type=Path, help="also run with this kwok binary")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--workload", choices=("statefulsets", "deployment", "pods"), default="statefulsets")
     args = parser.parse_args()
     result: dict[str, Any] = {**run_metadata(), "runs": []}
+    if args.workload != "statefulsets":
+        if args.default_limits or args.peer_kwok:
+            parser.error(f"--workload {args.workload}: --default-limits and --peer-kwok are for statefulsets")
+        for n in (int(x) for x in args.sizes.split(",")):
+            for repeat in range(args.repeat):
+                sample = {"repeat": repeat, **measure_workload(args.workload, n)}
+                print(json.dumps(sample), file=sys.stderr, flush=True)
+                result["runs"].append(sample)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     variants: list[tuple[str, Any, Path | None]] = [("harness", None, None)]
     if args.default_limits:
         variants.append(("upstream-limits", UPSTREAM_LIMITS, None))

@@ -8,25 +8,32 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import IO
 
-_out: list[IO[str]] = []
+import pytest
 
 
-def _write(event: str, nodeid: str = "") -> None:
+class Timeline:
+    """One pytest session's writer (an in-process pytest inside a test gets its own)."""
+
+    def __init__(self, path: Path) -> None:
+        self._out = path.open("a")
+
+    def _write(self, event: str, nodeid: str) -> None:
+        self._out.write(json.dumps({"event": event, "id": nodeid, "t": time.time()}) + "\n")
+        self._out.flush()
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._write("start", nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self._write("finish", nodeid)
+
+    def pytest_unconfigure(self) -> None:
+        self._out.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
     folder = os.environ.get("WORKER_TIMELINE_DIR")
-    if not folder:
-        return
-    if not _out:
+    if folder:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
-        _out.append((Path(folder) / f"{worker}.jsonl").open("a"))
-    _out[0].write(json.dumps({"event": event, "id": nodeid, "t": time.time()}) + "\n")
-    _out[0].flush()
-
-
-def pytest_runtest_logstart(nodeid: str) -> None:
-    _write("start", nodeid)
-
-
-def pytest_runtest_logfinish(nodeid: str) -> None:
-    _write("finish", nodeid)
+        config.pluginmanager.register(Timeline(Path(folder) / f"{worker}.jsonl"), "worker-timeline")
