@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from mysqlkit import Timeouts
 
 from envtest import crds, eventually
@@ -49,9 +51,21 @@ class Plane:
     def install(self, crd: dict[str, Any]) -> None:
         install_crds(self.s, self.api, [crd], f"{self.hooks.url}{CONVERT_PATH}", self.hooks.ca_pem)
 
+    def _send(self, method: str, url: str, body: dict[str, Any]) -> requests.Response:
+        """A write, sent again while the apiserver answers 503 with Retry-After, as client-go does. It
+        does so to a request that took a custom resource's storage just before a CRD update replaced it,
+        once the old storage drains ("apiserver is shutting down"; seen on a loaded machine)."""
+        deadline = time.monotonic() + self.timeouts(30)
+        while True:
+            resp = self.s.request(method, url, json=body, timeout=self.timeouts(30))
+            retry_after = resp.headers.get("Retry-After")
+            if resp.status_code != 503 or retry_after is None or time.monotonic() > deadline:
+                return resp
+            time.sleep(float(retry_after))
+
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         version = body["apiVersion"].rsplit("/", 1)[1]
-        resp = self.s.post(self.url(version), json=body, timeout=self.timeouts(30))
+        resp = self._send("POST", self.url(version), body)
         assert resp.status_code == 201, resp.text
         return resp.json()  # type: ignore[no-any-return]
 
@@ -61,7 +75,7 @@ class Plane:
 
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         version = obj["apiVersion"].rsplit("/", 1)[1]
-        resp = self.s.put(self.url(version, obj["metadata"]["name"]), json=obj, timeout=self.timeouts(30))
+        resp = self._send("PUT", self.url(version, obj["metadata"]["name"]), obj)
         assert resp.status_code == 200, resp.text
         return resp.json()  # type: ignore[no-any-return]
 
