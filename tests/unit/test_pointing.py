@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import base64
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-from envtest.plugin.pointing import _private_copy
+from envtest import runs
+from envtest.plugin.pointing import OWNER, PREFIX, _private_copy, sweep_orphans
 
 
 def test_the_copy_names_the_context_resolves_paths_and_keeps_inline_pems_as_private_files(
@@ -71,3 +74,31 @@ def test_without_a_context_the_files_current_one_stays(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir()
     assert yaml.safe_load(_private_copy(source, None, private).read_text())["current-context"] == "x"
+
+
+def test_a_killed_sessions_folder_is_removed_by_the_next_and_no_other(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = runs.holder_identity(child.pid)  # read while it runs, as its session wrote it
+    child.kill()
+    child.wait()
+    owners = {
+        "dead": dead,
+        "alive": runs.holder_identity(),
+        "elsewhere": "other-host:1:2/7/99",
+        "unowned": None,
+    }
+    for name, owner in owners.items():
+        folder = tmp_path / f"{PREFIX}{name}"
+        folder.mkdir()
+        (folder / "session.kubeconfig").write_text("kind: Config\n")
+        if owner is not None:
+            (folder / OWNER).write_text(owner)
+    (tmp_path / "someone-elses-dir").mkdir()
+    sweep_orphans(tmp_path)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [
+        "envtest-ambient-alive",
+        "envtest-ambient-elsewhere",
+        "envtest-ambient-unowned",
+        "someone-elses-dir",
+    ]
