@@ -149,7 +149,9 @@ def main() -> int:
         "(make test's pytest run), modes WORKERS:SCHEDULER alternating",
         "order": order,
         "all_passed": all(s["returncode"] == 0 for s in samples),
-        "median_wall_seconds_of_passing_runs": {m: statistics.median(w) for m, w in passed.items() if w},
+        "median_wall_seconds_of_passing_runs": {
+            m: round(statistics.median(w), 1) for m, w in passed.items() if w
+        },
         "samples": samples,
         "logs": str(logs),
     }
