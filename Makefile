@@ -5,7 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 WORKERS ?= 2
 # `make test` (unit and E2E in one session): E2E tests spend much of their time waiting on the apiserver
-# and the operator, so a third worker on 2 cores uses the core they leave idle (benchmarks/bench_make_test.py).
+# and the operator, so a third worker on 2 cores uses the core they leave idle
+# (benchmarks/bench_make_test.py).
 TEST_WORKERS ?= 3
 # xdist's default scheduler hands each worker a run of consecutive tests first: in `make test` one worker's
 # first run held every E2E test and ran them alone while the other finished the unit tests and waited.
@@ -39,7 +40,8 @@ binaries: $(VENV)/.installed
 # A skip is a test that proved nothing: `make test` fails on any skip but the documented kind-only ones
 # (hack/skipcheck.py KIND_ONLY; docs/ci.md). Every test runs under a time limit (tests/conftest.py).
 test: setup ## unit + e2e (local control plane), in parallel; fails on a skip that is not kind-only
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist $(PYTEST_DIST) -rs --junitxml=artifacts/junit-test.xml $(PYTEST_ARGS)
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist $(PYTEST_DIST) -rs --junitxml=artifacts/junit-test.xml \
+		$(PYTEST_ARGS)
 	$(PY) hack/skipcheck.py artifacts/junit-test.xml --max-skipped 0 --allow-kind-only
 
 unit: $(VENV)/.installed

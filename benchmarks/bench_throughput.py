@@ -100,11 +100,14 @@ def measure_workload(workload: str, n: int) -> dict[str, Any]:
         began = time.monotonic()
         if workload == "deployment":
             url = f"{plane.server}/apis/apps/v1/namespaces/{ns}/deployments"
-            assert session.post(url, json=deployment(n), timeout=30).status_code == 201
+            resp = session.post(url, json=deployment(n), timeout=30)
+            assert resp.status_code == 201, f"creating the Deployment: {resp.status_code} {resp.text[:300]}"
 
             def done() -> int:
-                status = session.get(f"{url}/d", timeout=60).json().get("status") or {}
-                return int(status.get("readyReplicas") or 0)
+                resp = session.get(f"{url}/d", timeout=60)
+                if resp.status_code != 200:  # a busy apiserver's 429 or 503: look again
+                    return -1
+                return int((resp.json().get("status") or {}).get("readyReplicas") or 0)
         else:
             url = f"{plane.server}/api/v1/namespaces/{ns}/pods"
             with ThreadPoolExecutor(8) as pool:
@@ -115,7 +118,8 @@ def measure_workload(workload: str, n: int) -> dict[str, Any]:
 
             def done() -> int:
                 running = {"fieldSelector": "status.phase=Running", "resourceVersion": "0"}
-                return len(session.get(url, params=running, timeout=60).json()["items"])
+                resp = session.get(url, params=running, timeout=60)
+                return len(resp.json()["items"]) if resp.status_code == 200 else -1
 
         created = time.monotonic() - began
         deadline = began + 900
@@ -181,10 +185,18 @@ def main() -> int:
     parser.add_argument("--default-limits", action="store_true", help="also run with upstream client limits")
     parser.add_argument("--peer-kwok", type=Path, help="also run with this kwok binary")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--out", type=Path, help=f"default {RESULTS.name}, throughput_<workload>.json for the others"
+    )
     parser.add_argument("--workload", choices=("statefulsets", "deployment", "pods"), default="statefulsets")
     args = parser.parse_args()
     result: dict[str, Any] = {**run_metadata(), "runs": []}
+    if args.out is None:
+        args.out = (
+            RESULTS
+            if args.workload == "statefulsets"
+            else RESULTS.with_name(f"throughput_{args.workload}.json")
+        )
     if args.workload != "statefulsets":
         if args.default_limits or args.peer_kwok:
             parser.error(f"--workload {args.workload}: --default-limits and --peer-kwok are for statefulsets")
@@ -195,7 +207,7 @@ def main() -> int:
                 result["runs"].append(sample)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
-        return 0
+        return 0 if all(r["all_ready"] for r in result["runs"]) else 1
     variants: list[tuple[str, Any, Path | None]] = [("harness", None, None)]
     if args.default_limits:
         variants.append(("upstream-limits", UPSTREAM_LIMITS, None))

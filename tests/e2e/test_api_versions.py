@@ -59,9 +59,10 @@ class Plane:
         while True:
             resp = self.s.request(method, url, json=body, timeout=self.timeouts(30))
             retry_after = resp.headers.get("Retry-After")
-            if resp.status_code != 503 or retry_after is None or time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if resp.status_code != 503 or retry_after is None or left <= 0:
                 return resp
-            time.sleep(float(retry_after))
+            time.sleep(min(max(float(retry_after), 0.1), left))
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         version = body["apiVersion"].rsplit("/", 1)[1]

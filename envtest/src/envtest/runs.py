@@ -119,7 +119,8 @@ def process_alive(identity: str) -> bool | None:
         pid_n = int(pid)
     except ValueError:
         return None
-    if machine != _machine() or started == "None":
+    # "host:?" (no boot id or PID namespace to read) may be another container sharing the host name.
+    if machine != _machine() or machine.endswith(":?") or started == "None":
         return None
     if _start_ticks(pid_n) != started:
         return False  # gone, or the pid now names a process started at another moment

@@ -129,7 +129,7 @@ def sweep_orphans(where: Path) -> None:
     one whose owner is on another machine are left alone."""
     for folder in where.glob(f"{PREFIX}*"):
         try:
-            if folder.stat().st_uid != os.getuid():
+            if folder.is_symlink() or folder.lstat().st_uid != os.getuid():
                 continue
             owner = (folder / OWNER).read_text()
         except OSError:
