@@ -52,9 +52,9 @@ class Plane:
         install_crds(self.s, self.api, [crd], f"{self.hooks.url}{CONVERT_PATH}", self.hooks.ca_pem)
 
     def _send(self, method: str, url: str, body: dict[str, Any]) -> requests.Response:
-        """A write, sent again while the apiserver answers 503 with Retry-After, as client-go does. It
-        does so to a request that took a custom resource's storage just before a CRD update replaced it,
-        once the old storage drains ("apiserver is shutting down"; seen on a loaded machine)."""
+        """A write, sent again while the apiserver answers 503 with Retry-After, as client-go does. A
+        write right after a CRD update may take the resource's old storage and reach it once it has
+        drained: that answer ("apiserver is shutting down"; seen on a loaded machine)."""
         deadline = time.monotonic() + self.timeouts(30)
         while True:
             resp = self.s.request(method, url, json=body, timeout=self.timeouts(30))

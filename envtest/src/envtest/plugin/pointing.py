@@ -125,8 +125,8 @@ def release(config: pytest.Config) -> None:
 def sweep_orphans(where: Path) -> None:
     """Remove the folders of sessions whose process is gone. A SIGKILLed pytest (or xdist worker)
     never releases its folder, which holds a kubeconfig with its cluster's admin key; the next session
-    of the same user removes it. A folder without an owner (being made, or from an older release) and
-    one whose owner is on another machine are left alone."""
+    of the same user removes it. Left alone: a folder without an owner (being made, or from an older
+    release), one whose owner is on another machine or in another container, another user's, a link."""
     for folder in where.glob(f"{PREFIX}*"):
         try:
             if folder.is_symlink() or folder.lstat().st_uid != os.getuid():
