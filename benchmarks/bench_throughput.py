@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,26 @@ def pod(i: int) -> dict[str, Any]:
     }
 
 
+def create_all(session: Any, url: str, bodies: Iterable[dict[str, Any]]) -> None:
+    """POST every body, eight at a time; each must be created."""
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda body: session.post(url, json=body, timeout=30).status_code, bodies))
+    assert all(code == 201 for code in codes), f"create failed: {sorted(set(codes))}"
+
+
+def wait_all(done: Callable[[], int], n: int, began: float, interval: float) -> tuple[int, float]:
+    """Poll `done` (how many are ready) until it says n or 900 s from `began` have passed: (ready,
+    seconds since `began`)."""
+    deadline = began + 900
+    ready = 0
+    while time.monotonic() < deadline:
+        ready = done()
+        if ready == n:
+            break
+        time.sleep(interval)
+    return ready, time.monotonic() - began
+
+
 def measure_workload(workload: str, n: int) -> dict[str, Any]:
     """A Deployment of n replicas, or n bare pods on the kwok node: seconds until all are ready/Running."""
     with ControlPlane("all", progress=lambda _m: None) as plane:
@@ -110,11 +131,7 @@ def measure_workload(workload: str, n: int) -> dict[str, Any]:
                 return int((resp.json().get("status") or {}).get("readyReplicas") or 0)
         else:
             url = f"{plane.server}/api/v1/namespaces/{ns}/pods"
-            with ThreadPoolExecutor(8) as pool:
-                codes = list(
-                    pool.map(lambda i: session.post(url, json=pod(i), timeout=30).status_code, range(n))
-                )
-            assert codes.count(201) == n, f"create failed: {sorted(set(codes))}"
+            create_all(session, url, (pod(i) for i in range(n)))
 
             def done() -> int:
                 running = {"fieldSelector": "status.phase=Running", "resourceVersion": "0"}
@@ -122,14 +139,7 @@ def measure_workload(workload: str, n: int) -> dict[str, Any]:
                 return len(resp.json()["items"]) if resp.status_code == 200 else -1
 
         created = time.monotonic() - began
-        deadline = began + 900
-        ready = 0
-        while time.monotonic() < deadline:
-            ready = done()
-            if ready == n:
-                break
-            time.sleep(1)
-        seconds = time.monotonic() - began
+        ready, seconds = wait_all(done, n, began, interval=1.0)
         return {
             "workload": workload,
             "n": n,
@@ -151,21 +161,14 @@ def measure(
         session.post(f"{plane.server}/api/v1/namespaces", json={"metadata": {"name": ns}}, timeout=10)
         base = f"{plane.server}/apis/apps/v1/namespaces/{ns}/statefulsets"
         began = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
-            codes = list(
-                pool.map(lambda i: session.post(base, json=statefulset(i), timeout=30).status_code, range(n))
-            )
+        create_all(session, base, (statefulset(i) for i in range(n)))
         created = time.monotonic() - began
-        assert codes.count(201) == n, f"create failed: {sorted(set(codes))}"
-        deadline = began + 900
-        ready = 0
-        while time.monotonic() < deadline:
+
+        def done() -> int:
             items = session.get(base, timeout=60).json()["items"]
-            ready = sum(1 for s in items if (s.get("status") or {}).get("readyReplicas") == 1)
-            if ready == n:
-                break
-            time.sleep(0.5)
-        seconds = time.monotonic() - began
+            return sum(1 for s in items if (s.get("status") or {}).get("readyReplicas") == 1)
+
+        ready, seconds = wait_all(done, n, began, interval=0.5)
         return {
             "n": n,
             "all_ready": ready == n,

@@ -3,25 +3,17 @@ plugin's per-fixture timings add up to one overhead per test."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_modules import BENCHMARKS, import_from
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    # The benchmarks are scripts that import their siblings (benchmeta) from their folder.
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("bench_harness")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return import_from(BENCHMARKS, "bench_harness")
 
 
 def test_suite_runs_alternate_so_neither_mode_always_goes_first(bench: ModuleType) -> None:

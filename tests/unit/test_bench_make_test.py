@@ -3,27 +3,19 @@ and the timeline plugin it loads into each pytest process."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_modules import BENCHMARKS, import_from
 
 pytest_plugins = ["pytester"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    # The benchmarks are scripts that import their siblings (benchmeta) from their folder.
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("bench_make_test")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return import_from(BENCHMARKS, "bench_make_test")
 
 
 def _timeline(path: Path, *events: tuple[str, str, float]) -> None:
@@ -66,7 +58,7 @@ def test_the_plugin_writes_each_tests_start_and_finish_for_its_worker(
     folder.mkdir()
     monkeypatch.setenv("WORKER_TIMELINE_DIR", str(folder))
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
     pytester.makepyfile("def test_one(): pass\ndef test_two(): pass\n")
     pytester.runpytest_inprocess("-p", "worker_timeline", "-p", "no:cacheprovider").assert_outcomes(passed=2)
     events = [json.loads(line) for line in (folder / "gw7.jsonl").read_text().splitlines()]

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_modules import BENCHMARKS, import_from
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    # The benchmarks are scripts that import their siblings (benchmeta) from their folder.
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("bench_record")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return import_from(BENCHMARKS, "bench_record")
 
 
 def test_modes_alternate_so_neither_always_runs_first(bench: ModuleType) -> None:

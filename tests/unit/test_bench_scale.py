@@ -7,37 +7,24 @@ not create (resources, storage class, time zone).
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_modules import BENCHMARKS, import_from
 from peer_specs import BUILDERS, SPECS, cluster, reference
 
 from mysql_operator.controller.children import resources
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    # The benchmarks are scripts that import their siblings (benchmeta, peers.*) from their folder.
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("bench_scale")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return import_from(BENCHMARKS, "bench_scale")
 
 
 @pytest.fixture(scope="module")
 def kopf_children() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-    try:
-        return importlib.import_module("kopfmysql.children")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks" / "peers"))
+    return import_from(BENCHMARKS / "peers", "kopfmysql.children")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=list(SPECS))
