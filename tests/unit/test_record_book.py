@@ -7,26 +7,14 @@ from pathlib import Path
 
 import pytest
 from record_fakes import NS, OPERATOR, event, line
+from stepclock import StepClock
 
 from envtest.record.book import RecordBook
 from envtest.record.events import operator_user
 
 
-class Steps:
-    """A clock that moves only when the book sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def _book() -> tuple[RecordBook, Steps]:
-    steps = Steps()
+def _book() -> tuple[RecordBook, StepClock]:
+    steps = StepClock()
     return RecordBook(clock=steps, sleep=steps.sleep), steps
 
 

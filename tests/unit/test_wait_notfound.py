@@ -11,6 +11,7 @@ import pykube.exceptions
 import pytest
 import requests
 from kubernetes.client.exceptions import ApiException, NotFoundException
+from stepclock import StepClock
 
 from envtest.notfound import is_object_not_found
 from envtest.wait import eventually
@@ -91,17 +92,6 @@ RESOURCE_MISSING: dict[str, Callable[[], BaseException]] = {
 }
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def _appears_on(call: int, missing: Callable[[], BaseException]) -> Callable[[], str]:
     calls = 0
 
@@ -118,21 +108,21 @@ def _appears_on(call: int, missing: Callable[[], BaseException]) -> Callable[[],
 @pytest.mark.parametrize("make", OBJECT_MISSING.values(), ids=OBJECT_MISSING.keys())
 def test_eventually_waits_through_an_objects_not_found(make: Callable[[], BaseException]) -> None:
     assert is_object_not_found(make())
-    clock = FakeClock()
+    clock = StepClock()
     assert eventually(_appears_on(4, make), timeout=5, clock=clock, sleep=clock.sleep) == "found on call 4"
 
 
 @pytest.mark.parametrize("make", RESOURCE_MISSING.values(), ids=RESOURCE_MISSING.keys())
 def test_eventually_fails_at_once_on_an_unknown_resource(make: Callable[[], BaseException]) -> None:
     assert not is_object_not_found(make())
-    clock = FakeClock()
+    clock = StepClock()
     with pytest.raises(type(make())):
         eventually(_appears_on(4, make), timeout=5, clock=clock, sleep=clock.sleep)
     assert clock.now == 0.0, "it waited for something waiting cannot fix"
 
 
 def test_timeout_on_a_missing_object_reports_it_as_last_observed() -> None:
-    clock = FakeClock()
+    clock = StepClock()
     never = _appears_on(10**6, OBJECT_MISSING["pykube ObjectDoesNotExist"])
     with pytest.raises(
         AssertionError, match=r"last observed:\nObjectDoesNotExist: cm does not exist"
@@ -142,7 +132,7 @@ def test_timeout_on_a_missing_object_reports_it_as_last_observed() -> None:
 
 
 def test_retry_on_adds_to_the_defaults_instead_of_replacing_them() -> None:
-    clock = FakeClock()
+    clock = StepClock()
     failures: list[BaseException] = [
         ValueError("added by retry_on"),
         AssertionError("still retried"),

@@ -2,6 +2,8 @@
 
 envtest up                 # start (state under ~/.cache/envtest/clusters/<name>), print exports
 eval "$(envtest env)"      # point kubectl and the operator at it
+envtest reset              # put it back to how it was when `up` reported it ready (≈ 0.1 s)
+envtest reset --mark       # or to how it is now, at later resets
 envtest down               # stop it; nothing is left behind
 envtest binaries install|path|list|cleanup
 envtest rbac suggest artifacts/rbac-usage.json   # the least roles covering what the operator asked
@@ -59,6 +61,11 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         print(f"# control plane {args.name!r} is already running (pid {existing.pid})", file=sys.stderr)
         if args.crd:  # idempotent: a CRD edited since the plane started takes effect now
             _apply_crds(existing, args.crd)
+            if existing.etcd_url:  # and `envtest reset` keeps it
+                from envtest.plane import reset
+
+                point = reset.ResetPoint.settled(existing.etcd_url)
+                point.save(state_dir / supervisor.RESET_POINT_FILE)
         print(_exports(existing))
         return 0
     # Install missing binaries here, with progress on this terminal, so --timeout covers only the
@@ -189,6 +196,39 @@ def cmd_env(args: argparse.Namespace) -> int:
         print(f"envtest: {problem}", file=sys.stderr)
         return 1
     print(_exports(state))
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    from envtest.plane import reset
+
+    state_dir = _state_dir(args.name)
+    state = supervisor.read_state(state_dir)
+    if state is None:
+        print(f"envtest: no running control plane named {args.name!r}", file=sys.stderr)
+        return 1
+    if not state.etcd_url:
+        print(
+            f"envtest: control plane {args.name!r} was started by an older envtest and cannot be reset; "
+            f"restart it: `{commands.envtest('down', '--name', args.name)}` and up again",
+            file=sys.stderr,
+        )
+        return 1
+    path = state_dir / supervisor.RESET_POINT_FILE
+    try:
+        if args.mark:
+            point = reset.ResetPoint.settled(state.etcd_url)
+            point.save(path)
+            print(
+                f"{args.name}: what it holds now is its reset point ({len(point.values)} objects)",
+                file=sys.stderr,
+            )
+            return 0
+        report = reset.reset_to(state.etcd_url, reset.ResetPoint.load(path))
+    except reset.ResetError as exc:
+        print(f"envtest: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.name}: reset: {report.summary()}", file=sys.stderr)
     return 0
 
 
@@ -364,6 +404,16 @@ def build_parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="print `export KUBECONFIG=…` for a running plane")
     env.add_argument("--name", default="default")
     env.set_defaults(func=cmd_env)
+
+    rst = sub.add_parser(
+        "reset",
+        help="put a background control plane back to how it was when `up` last reported it ready "
+        "(or at `reset --mark`): what was made since is deleted, what was changed is written back; "
+        "nothing restarts",
+    )
+    rst.add_argument("--name", default="default")
+    rst.add_argument("--mark", action="store_true", help="make what the plane holds now its reset point")
+    rst.set_defaults(func=cmd_reset)
 
     lst = sub.add_parser("list", help="list control planes started with `envtest up`")
     lst.set_defaults(func=cmd_list)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # heavy imports stay out of `pytest --help`
     import requests
 
     from envtest.plane.controlplane import ControlPlane
+    from envtest.plane.reset import ResetPoint, ResetReport
 
 
 class Cluster:
@@ -206,8 +207,13 @@ class LocalCluster(Cluster):
         plane: ControlPlane | None = None,
         pods_dir: Path | None = None,
         audit_log: Path | None = None,
+        etcd_url: str = "",
     ) -> None:
         super().__init__(kubeconfig, name=name)
+        self.etcd_url = etcd_url
+        """The plane's etcd; "" for a plane recorded by an older envtest (it cannot be reset)."""
+        self._reset_point: ResetPoint | None = None
+        """A recorded plane's reset point (a plane of this process keeps its own)."""
         self.version = version
         self.components = components
         self.log_paths = dict(log_paths)
@@ -231,12 +237,40 @@ class LocalCluster(Cluster):
             plane=plane,
             pods_dir=plane.pods_dir if plane.pods_dir.is_dir() else None,
             audit_log=plane.audit_log,
+            etcd_url=plane.etcd_url,
         )
 
     def restart(self, component: str) -> None:
         if self.plane is None:
             raise EnvtestError("restart() needs a control plane owned by this process (not a shared one)")
         self.plane.restart(component)
+
+    def mark_reset_point(self) -> None:
+        """Make what the plane holds now the state `reset()` puts back (after a session's own setup:
+        objects it makes are then kept by every reset)."""
+        if self.plane is not None:
+            self.plane.mark_reset_point()
+            return
+        if not self.etcd_url:
+            raise EnvtestError(
+                f"control plane {self.name!r} was started by an older envtest and cannot be reset: stop it"
+            )
+        from envtest.plane import reset
+
+        self._reset_point = reset.ResetPoint.settled(self.etcd_url)
+
+    def reset(self) -> ResetReport:
+        """Put the plane back to its reset point in place (envtest.plane.reset): for a plane of this
+        process, how it was when ready unless marked since; for a recorded one, where it was marked."""
+        if self.plane is not None:
+            return self.plane.reset()
+        if self._reset_point is None:
+            raise EnvtestError(
+                "reset() needs a reset point: call mark_reset_point() once the plane is set up"
+            )
+        from envtest.plane import reset
+
+        return reset.reset_to(self.etcd_url, self._reset_point)
 
     def close(self) -> None:
         super().close()

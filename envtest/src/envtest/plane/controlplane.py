@@ -35,6 +35,7 @@ from envtest.pki import CertificateAuthority, private_dir, service_account_key, 
 from envtest.plane import flags, kwok, streams, template
 from envtest.plane.ports import free_port
 from envtest.plane.process import ManagedProcess
+from envtest.plane.reset import ResetPoint, ResetReport, reset_to
 from envtest.record import policy
 
 log = logging.getLogger(__name__)
@@ -136,12 +137,15 @@ class ControlPlane:
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envtest-"))
         self.processes: dict[str, ManagedProcess] = {}
         self.api_port = 0
+        self.etcd_url = ""
         self.ca: CertificateAuthority | None = None
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.pods_dir = self.workdir / "pods"
         """Root of the fake pods' log files, sandboxes and port targets (envtest.plane.streams)."""
         self._kwok_port = 0
         self._admin: requests.Session | None = None
+        self.reset_point: ResetPoint | None = None
+        """What `reset()` puts back: the plane as it was when `mark_reset_point()` was last called."""
 
     # -- public API --------------------------------------------------------------------------------
 
@@ -227,6 +231,21 @@ class ControlPlane:
         if component not in self.processes:
             raise ConfigError(f"{component!r} is not running; running: {', '.join(self.processes)}")
         self.processes[component].restart()
+
+    def mark_reset_point(self) -> ResetPoint:
+        """Make what the plane holds now the state `reset()` puts back: call it after start and after a
+        suite's own setup. Waits until the components are done with their start (ResetPoint.settled:
+        under a second after start, nothing on a plane that has run a while)."""
+        self.reset_point = ResetPoint.settled(self.etcd_url)
+        return self.reset_point
+
+    def reset(self) -> ResetReport:
+        """Put every object back to the reset point, in place: what was made since is deleted, what
+        was changed or deleted is written back, and every process keeps running (envtest.plane.reset).
+        Stop what still writes (an operator) first, or it may undo the reset."""
+        if self.reset_point is None:
+            raise ConfigError("reset() needs a reset point: call mark_reset_point() once the plane is set up")
+        return reset_to(self.etcd_url, self.reset_point)
 
     def add_user(self, name: str, groups: Sequence[str] = ()) -> Path:
         """A kubeconfig for a client-certificate user (CN=name, O=groups); RBAC decides what it may do."""

@@ -17,6 +17,7 @@ from types import FrameType
 from envtest.plane.controlplane import ControlPlane
 from envtest.plane.expiry import KEPT_CERT_VALID_DAYS
 from envtest.plane.supervisor import (
+    RESET_POINT_FILE,
     STATE_FILE,
     AlreadySupervised,
     PlaneState,
@@ -130,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         raise
     started = True
     try:
+        if not args.owner_pid:  # a kept plane (`envtest up`, --envtest-keep): `envtest reset` needs it
+            plane.mark_reset_point().save(args.state_dir / RESET_POINT_FILE)
         PlaneState(
             name=args.name,
             pid=os.getpid(),
@@ -148,10 +151,12 @@ def main(argv: list[str] | None = None) -> int:
             pod_streams=args.pod_streams,
             pod_exec=args.pod_exec,
             audit_log=str(plane.audit_log or ""),
+            etcd_url=plane.etcd_url,
         ).write(args.state_dir)
         stop.wait()
     finally:
         (args.state_dir / STATE_FILE).unlink(missing_ok=True)
+        (args.state_dir / RESET_POINT_FILE).unlink(missing_ok=True)
         try:
             plane.stop()
         finally:

@@ -37,6 +37,8 @@ from envtest.pki import private_dir
 from envtest.plane import expiry
 
 STATE_FILE = "state.json"
+RESET_POINT_FILE = "reset-point.json"
+"""The plane as it was when ready, written by the supervisor before the state (`envtest reset`)."""
 LOCK_FILE = "supervisor.lock"
 R = TypeVar("R")
 
@@ -87,6 +89,8 @@ class PlaneState:
     namespace, when it was on everywhere."""
     audit_log: str = ""
     """kube-apiserver's audit log (the record); "" when the plane runs without one."""
+    etcd_url: str = ""
+    """The plane's etcd (what `envtest reset` writes to); "" in states written before reset existed."""
 
     def write(self, state_dir: Path) -> None:
         tmp = state_dir / (STATE_FILE + ".tmp")

@@ -187,6 +187,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(line)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`envtest_reset = module`: the plane is reset before the module's fixtures are set up."""
+    session = item.config.stash.get(SESSION_KEY, None)
+    if session is not None and session.settings.reset != "none":
+        session.reset_before(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield

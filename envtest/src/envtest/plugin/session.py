@@ -15,7 +15,7 @@ from filelock import FileLock, Timeout
 
 from envtest import binaries, commands, crds, objects, runs
 from envtest.clusters import Cluster, ExistingCluster, KindCluster, LocalCluster
-from envtest.errors import ConfigError, CRDError, UsageProblem
+from envtest.errors import ConfigError, CRDError, EnvtestError, UsageProblem
 from envtest.plane import supervisor
 from envtest.plane.controlplane import ControlPlane
 from envtest.plugin import clusterscoped, endpoint, pointing, rbac, recording, sweep
@@ -70,6 +70,7 @@ def _local_from_state(state: supervisor.PlaneState) -> LocalCluster:
         log_paths={k: Path(v) for k, v in state.logs.items()},
         pods_dir=pods if (pods := Path(state.workdir) / "pods").is_dir() else None,
         audit_log=Path(state.audit_log) if state.audit_log else None,
+        etcd_url=state.etcd_url,
     )
 
 
@@ -109,6 +110,8 @@ class ClusterSession:
         """Failed namespace releases (this process's, and on the xdist controller its workers')."""
         self._record: runs.RunRecord | None = None
         """This process's run record on a persistent cluster (`envtest.runs`), renewed until finish."""
+        self._reset_module: Any = None
+        """The module of the last test set up, with `envtest_reset = module`."""
         self._conversion: tuple[conversion.ConversionServer, str, bytes] | None = None
         """This process's own conversion server (in-process planes, private planes, kind/existing with
         ``-n 0``): server, URL, CA; stopped last in `finish()`."""
@@ -184,7 +187,7 @@ class ClusterSession:
                     (base_temp(self.config) / KIND_CREATED).write_text(str(cluster.kind_path))
         elif s.keep:
             cluster = self._detached(supervisor.clusters_root() / s.cluster_name, owner=None)
-        elif self.is_xdist_worker:
+        elif self.is_xdist_worker and s.reset == "none":
             # The controller's pid: if pytest dies hard, the plane stops itself.
             cluster = self._detached(base_temp(self.config) / SHARED_DIR, owner=os.getppid())
         else:
@@ -203,10 +206,28 @@ class ClusterSession:
             cluster = LocalCluster.from_plane(plane)
         with lock:
             self._prepare(cluster)
+        if s.reset != "none":  # what a reset puts back: the plane with the session's CRDs and RBAC
+            assert isinstance(cluster, LocalCluster)  # settings allow a reset on local planes only
+            cluster.mark_reset_point()
         self.recording.log_of(cluster)  # a backend without the record says so once, in the summary
         if self.persistent:
             self._start_record(cluster)
         return cluster
+
+    def reset_before(self, item: pytest.Item) -> None:
+        """With `envtest_reset = module`: at the first test of each module after the first that ran on
+        the cluster, the releases of the last module's namespaces are drained and the plane is reset."""
+        module = getattr(item, "module", None)
+        previous, self._reset_module = self._reset_module, module
+        if self._cluster is None or previous is None or module is previous:
+            return
+        self.releases.drain()  # their deletes must not land after the reset
+        assert isinstance(self._cluster, LocalCluster)
+        try:
+            report = self._cluster.reset()
+        except EnvtestError as exc:
+            raise EnvtestError(f"envtest_reset = module: resetting the plane failed: {exc}") from None
+        self._progress(f"plane reset before {item.nodeid.split('::')[0]}: {report.summary()}")
 
     @property
     def persistent(self) -> bool:

@@ -1,0 +1,174 @@
+"""A clean plane per test module, two ways: a private plane each (`private_cluster`) against the
+session's plane reset before each module (`envtest_reset = module`), as pytest runs them.
+
+    python benchmarks/bench_reset.py [--rounds 3] [--modules 6]
+
+A throwaway project holds `--modules` test modules. Each test makes the same objects under the same
+names (a namespace, a Deployment whose pods kwok runs, ConfigMaps), so a plane that was not clean
+would make it fail with 409. Four modes run in turn, rotating their order each round:
+
+- `private:all`, `private:minimal`: every test asks for `private_cluster` (its own plane);
+- `reset:all`, `reset:minimal`: every test uses the session's `cluster`, reset before its module.
+
+Recorded per run: pytest's wall time and each test's setup time (the fixture's request to a ready,
+clean plane: a private plane's start, or the reset), from pytest's own reports. The session plane's
+start in the reset modes is the first test's setup, reported apart. Writes
+benchmarks/results/reset.json with every raw sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmeta import ROOT, run_metadata
+
+from envtest import binaries
+
+RESULTS = ROOT / "benchmarks" / "results" / "reset.json"
+
+TEST = """
+import time
+
+def _ready(cluster, path, want):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pods = cluster.session.get(f"{{cluster.server}}/{{path}}", timeout=10).json()["items"]
+        if sum(p.get("status", {{}}).get("phase") == "Running" for p in pods) == want:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{{want}} pods not Running")
+
+def test_work({fixture}):
+    cluster = {fixture}
+    post = lambda path, body: cluster.session.post(f"{{cluster.server}}/{{path}}", json=body, timeout=10)
+    assert post("api/v1/namespaces", {{"metadata": {{"name": "work"}}}}).status_code == 201
+    for i in range(20):
+        cm = {{"metadata": {{"name": f"cm-{{i}}"}}, "data": {{"k": "v"}}}}
+        assert post("api/v1/namespaces/work/configmaps", cm).status_code == 201
+    if "kube-controller-manager" in cluster.components:
+        labels = {{"app": "work"}}
+        spec = {{"containers": [{{"name": "c", "image": "x"}}]}}
+        deployment = {{
+            "metadata": {{"name": "web"}},
+            "spec": {{"replicas": 3, "selector": {{"matchLabels": labels}},
+                     "template": {{"metadata": {{"labels": labels}}, "spec": spec}}}},
+        }}
+        assert post("apis/apps/v1/namespaces/work/deployments", deployment).status_code == 201
+        _ready(cluster, "api/v1/namespaces/work/pods", 3)
+"""
+
+CONFTEST = """
+import json, os
+
+def pytest_runtest_logreport(report):
+    if report.when == "setup":
+        with open(os.environ["BENCH_SETUPS"], "a") as fh:
+            record = {"test": report.nodeid, "seconds": report.duration, "outcome": report.outcome}
+            fh.write(json.dumps(record) + "\\n")
+"""
+
+
+def write_project(root: Path, modules: int) -> None:
+    (root / "pytest.ini").write_text("[pytest]\nenvtest_job_pods = hold\n")
+    (root / "conftest.py").write_text(CONFTEST)
+    for i in range(modules):
+        for fixture in ("private_cluster", "cluster"):
+            folder = root / fixture
+            folder.mkdir(exist_ok=True)
+            (folder / f"test_m{i:02d}.py").write_text(TEST.format(fixture=fixture))
+
+
+def run(root: Path, mode: str) -> dict[str, object]:
+    kind, components = mode.split(":")
+    setups = root / f"setups-{kind}-{components}.jsonl"
+    setups.unlink(missing_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--envtest-components={components}",
+        str(root / ("private_cluster" if kind == "private" else "cluster")),
+    ]
+    if kind == "reset":
+        argv.append("--envtest-reset=module")
+    began = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=root, env={**os.environ, "BENCH_SETUPS": str(setups)}, capture_output=True, text=True
+    )
+    wall = time.monotonic() - began
+    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
+    records = [json.loads(line) for line in setups.read_text().splitlines()] if setups.exists() else []
+    seconds = [round(r["seconds"], 4) for r in records]
+    sample: dict[str, object] = {"mode": mode, "wall_seconds": round(wall, 3), "exit": proc.returncode}
+    sample["summary"] = tail
+    if proc.returncode != 0:
+        sample["output_tail"] = (proc.stdout + proc.stderr)[-3000:]
+    if kind == "reset":  # the first setup starts the session's plane; the rest are resets
+        sample["session_start_seconds"], sample["setup_seconds"] = (
+            (seconds[0], seconds[1:]) if seconds else (None, [])
+        )
+    else:
+        sample["setup_seconds"] = seconds
+    return sample
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modules", type=int, default=6)
+    args = parser.parse_args()
+    binaries.resolve_all(["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"])
+    modes = ["private:all", "reset:all", "private:minimal", "reset:minimal"]
+    meta = run_metadata()
+    samples: list[dict[str, object]] = []
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="bench-reset-") as tmp:
+        root = Path(tmp)
+        write_project(root, args.modules)
+        for r in range(args.rounds):
+            order = modes[r % len(modes) :] + modes[: r % len(modes)]
+            for mode in order:
+                sample = run(root, mode)
+                sample["round"] = r + 1
+                samples.append(sample)
+                failed |= sample["exit"] != 0
+                print(json.dumps(sample), file=sys.stderr, flush=True)
+    summary: dict[str, dict[str, float | None]] = {}
+    for mode in modes:
+        ok = [s for s in samples if s["mode"] == mode and s["exit"] == 0]
+        setups = [x for s in ok for x in s["setup_seconds"]]  # type: ignore[attr-defined]
+        starts = [s["session_start_seconds"] for s in ok if s.get("session_start_seconds") is not None]
+        summary[mode] = {
+            "setup_seconds_median": round(statistics.median(setups), 3) if setups else None,
+            "wall_seconds_median": round(statistics.median(s["wall_seconds"] for s in ok), 3) if ok else None,  # type: ignore[misc]
+            "session_start_seconds_median": round(statistics.median(starts), 3) if starts else None,  # type: ignore[arg-type]
+        }
+    result = {
+        **meta,
+        "kubernetes": binaries.k8s_version(),
+        "rounds": args.rounds,
+        "modules": args.modules,
+        "summary": summary,
+        "samples": samples,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
