@@ -10,8 +10,9 @@ would make it fail with 409. Four modes run in turn, rotating their order each r
 - `private:all`, `private:minimal`: every test asks for `private_cluster` (its own plane);
 - `reset:all`, `reset:minimal`: every test uses the session's `cluster`, reset before its module.
 
-Recorded per run: pytest's wall time and each test's setup time (the fixture's request to a ready,
-clean plane: a private plane's start, or the reset), from pytest's own reports. The session plane's
+Recorded per run: pytest's wall time, each test's setup time (the fixture's request to a ready,
+clean plane: a private plane's start, or the reset), from pytest's own reports, and the plugin's
+line for each reset (what it deleted and wrote back, in how many passes). The session plane's
 start in the reset modes is the first test's setup, reported apart. Writes
 benchmarks/results/reset.json with every raw sample.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -114,6 +116,8 @@ def run(root: Path, mode: str) -> dict[str, object]:
     sample["summary"] = tail
     if proc.returncode != 0:
         sample["output_tail"] = (proc.stdout + proc.stderr)[-3000:]
+    # The plugin's own line for each reset: what it deleted and wrote back, in how many passes.
+    sample["resets"] = re.findall(r"plane reset before \S+: (.*)", proc.stdout)
     if kind == "reset":  # the first setup starts the session's plane; the rest are resets
         sample["session_start_seconds"], sample["setup_seconds"] = (
             (seconds[0], seconds[1:]) if seconds else (None, [])

@@ -49,8 +49,56 @@ def test_each_module_begins_on_the_plane_as_the_session_began(pytester: pytest.P
     result = pytester.runpytest_subprocess("--envtest-components=minimal", f"--envtest-reset={reset}")
     if reset == "module":
         result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(["*plane reset before test_b_finds.py: * deleted*"])
+        result.stdout.fnmatch_lines(["*reset=module*"])  # the report header says so
     else:  # the same files without the reset: what module a made is still there
         result.assert_outcomes(passed=1, failed=1)
+        result.stdout.fnmatch_lines(["FAILED test_b_finds.py::test_finds_none_of_it*"])
+
+
+WRITER = """
+import threading, pykube, pytest
+
+@pytest.fixture(scope="session")
+def writer(kube):
+    stop, writing = threading.Event(), threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            pykube.ConfigMap(kube, {"metadata": {"name": f"w{i}", "namespace": "default"}}).create()
+            writing.set()
+            i += 1
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    assert writing.wait(60)
+    yield
+    stop.set()
+    thread.join()
+"""
+
+
+def test_a_reset_that_cannot_finish_fails_every_test_of_the_module(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(WRITER)
+    pytester.makepyfile(
+        test_a_starts="def test_starts_writing(writer): pass",
+        test_b_never_clean="def test_one(cluster): pass\ndef test_two(cluster): pass",
+    )
+    result = pytester.runpytest_subprocess("--envtest-components=minimal", "--envtest-reset=module")
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        ["*envtest_reset = module: resetting the plane failed: the plane kept changing*configmaps/default/w*"]
+    )
+
+
+def test_a_reset_with_keep_under_xdist_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess("-n", "2", "--envtest-keep", "--envtest-reset=module")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--envtest-reset=module with --envtest-keep and -n: the workers would share*"]
+    )
 
 
 def test_with_xdist_each_worker_resets_a_plane_of_its_own(pytester: pytest.Pytester) -> None:

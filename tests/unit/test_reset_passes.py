@@ -99,8 +99,7 @@ def test_a_reset_deletes_new_keys_restores_changed_ones_and_leaves_live_ones(etc
     }
     assert (report.deleted, report.restored, report.passes) == (4, 2, 2)
     assert report.kinds == {"pods": 1, "namespaces": 2, "events": 1, "leases": 1, "serviceaccounts": 1}
-    first = [base64.b64decode(op["request_delete_range"]["key"]) for op in etcd.txns[0][:1]]
-    assert first == [b"/registry/namespaces/t"], "namespaces go first"
+    assert len(etcd.txns) == 1, "one transaction holds them all"
 
 
 def test_a_reset_with_nothing_to_do_writes_nothing(etcd: FakeEtcd) -> None:
@@ -153,6 +152,24 @@ def test_a_settled_point_is_taken_as_it_is_when_the_plane_never_goes_quiet(etcd:
     etcd.on_range = lambda fake: fake.write(f"/registry/configmaps/x/c{clock.now}".encode(), b"")
     point = ResetPoint.settled("http://etcd", timeout=2.0, clock=clock, sleep=clock.sleep)
     assert 2.0 <= clock.now < 2.1 and reset.LATE_KEYS[0] not in point.values
+
+
+def test_the_last_allowed_pass_that_leaves_nothing_is_a_success(etcd: FakeEtcd) -> None:
+    point = ResetPoint.capture("http://etcd")
+    etcd.keys[b"/registry/pods/t/p"] = (b"", 0)
+    reactions = [b"/registry/events/t/reaction"]
+    etcd.writer = lambda fake: reactions and fake.keys.update({reactions.pop(): (b"", 0)})
+    report = reset.reset_to("http://etcd", point, max_passes=2)
+    assert (report.passes, report.deleted) == (3, 2)
+
+
+def test_a_point_takes_another_points_crds_and_keeps_the_rest() -> None:
+    crd = reset.CRD_PREFIXES[0] + b"widgets.example.com"
+    old = ResetPoint(1, {b"/registry/namespaces/a": b"a", crd: b"v1"}, frozenset({b"/registry/leases/l"}))
+    new = ResetPoint(9, {b"/registry/namespaces/b": b"b", crd: b"v2"}, frozenset())
+    merged = old.with_keys_of(new, reset.CRD_PREFIXES)
+    assert merged.values == {b"/registry/namespaces/a": b"a", crd: b"v2"}
+    assert merged.live == old.live
 
 
 def test_transactions_keep_within_etcds_operation_and_size_limits() -> None:

@@ -9,9 +9,8 @@ sees time run backwards.
 
 Left alone are keys whose holders keep renewing them (coordination Leases, the apiserver's peer
 leases) and keys with an etcd lease (Events expire by themselves): those present at the point stay
-as they are, those made since are deleted. Namespaces go first, so the NamespaceLifecycle admission
-refuses what a controller still makes in them; a key a controller writes in the meantime is caught
-by the next pass, and the reset ends with a pass that finds nothing left to do.
+as they are, those made since are deleted. Passes repeat, SETTLE apart, until one finds nothing to
+do: what a controller writes in reaction meanwhile is undone by the next one.
 """
 
 from __future__ import annotations
@@ -39,17 +38,12 @@ LIVE_PREFIXES: tuple[bytes, ...] = (
     b"/registry/peerserverleases/",
 )
 
-FIRST_PREFIXES: tuple[bytes, ...] = (
-    # Namespaces first: NamespaceLifecycle then refuses new objects in them. Then what makes other
-    # objects (workloads, jobs, custom resources' operators are stopped by then), then the rest.
-    b"/registry/namespaces/",
-    b"/registry/deployments/",
-    b"/registry/replicasets/",
-    b"/registry/statefulsets/",
-    b"/registry/daemonsets/",
-    b"/registry/cronjobs/",
-    b"/registry/jobs/",
+CRD_PREFIXES: tuple[bytes, ...] = (
+    b"/registry/apiextensions.k8s.io/customresourcedefinitions/",
+    # The APIService kube-apiserver registers for each CRD group: it would make it again.
+    b"/registry/apiregistration.k8s.io/apiservices/",
 )
+"""What applying CRDs writes: a point kept across `envtest up --crd` takes these from the plane."""
 
 MAX_TXN_OPS = 128
 """etcd's default --max-txn-ops: a reset writes in transactions of at most this many operations."""
@@ -133,6 +127,12 @@ class ResetPoint:
                 values[key] = base64.b64decode(kv.get("value", ""))
         return cls(revision, values, frozenset(live))
 
+    def with_keys_of(self, other: ResetPoint, prefixes: tuple[bytes, ...]) -> ResetPoint:
+        """This point, with ``other``'s keys under ``prefixes`` instead of its own (CRDs applied since)."""
+        values = {k: v for k, v in self.values.items() if not k.startswith(prefixes)}
+        values |= {k: v for k, v in other.values.items() if k.startswith(prefixes)}
+        return ResetPoint(other.revision, values, self.live)
+
     def save(self, path: Path) -> None:
         """As JSON (keys and values in base64), written beside and renamed: never half a point."""
         data = {
@@ -160,11 +160,13 @@ class ResetPoint:
 @dataclass
 class ResetReport:
     deleted: int = 0
+    """Objects deleted (each counted once, however many passes deleted it)."""
     restored: int = 0
+    """Objects written back (each counted once)."""
     passes: int = 0
     seconds: float = 0.0
     kinds: dict[str, int] = field(default_factory=dict)
-    """Keys deleted or restored per resource (the key's second part: `pods`, `namespaces`, …)."""
+    """Objects deleted or restored per resource (`pods`, `namespaces`, …)."""
 
     def summary(self) -> str:
         top = ", ".join(f"{n} {kind}" for kind, n in sorted(self.kinds.items(), key=lambda kv: -kv[1])[:5])
@@ -182,36 +184,40 @@ def reset_to(etcd_url: str, point: ResetPoint, *, max_passes: int = MAX_PASSES) 
     """Put the plane whose etcd is at ``etcd_url`` back to ``point``: passes until one finds nothing
     to do. Raises ResetError when writers keep changing it (an operator still running)."""
     report = ResetReport()
+    deleted: set[bytes] = set()
+    restored: set[bytes] = set()
     began = time.monotonic()
     with direct_session() as session:
-        for _ in range(max_passes):
+        for _ in range(max_passes + 1):  # the last pass only looks
             _, current = _range(session, etcd_url)
             ops = list(_operations(point, current))
             report.passes += 1
             if not ops:
+                report.deleted, report.restored = len(deleted), len(restored)
+                for key in deleted | restored:
+                    kind = _resource(key)
+                    report.kinds[kind] = report.kinds.get(kind, 0) + 1
                 report.seconds = time.monotonic() - began
                 return report
+            if report.passes > max_passes:
+                break
             for batch in _batches([op for _, op in ops]):
                 _txn(session, etcd_url, batch)
             for key, op in ops:
-                if "request_put" in op:
-                    report.restored += 1
-                else:
-                    report.deleted += 1
-                kind = _resource(key)
-                report.kinds[kind] = report.kinds.get(kind, 0) + 1
+                (restored if "request_put" in op else deleted).add(key)
             time.sleep(SETTLE)
-        _, current = _range(session, etcd_url)
-    left = [key.decode(errors="replace") for key, _ in _operations(point, current)]
+    left = [key.decode(errors="replace") for key, _ in ops]
     raise ResetError(
         f"the plane kept changing during {max_passes} reset passes; still differing: "
         f"{', '.join(left[:5])}{' …' if len(left) > 5 else ''} (is an operator or a test still writing?)"
     )
 
 
-def _operations(point: ResetPoint, current: Mapping[bytes, dict[str, Any]]) -> Iterator[tuple[bytes, dict]]:
+def _operations(
+    point: ResetPoint, current: Mapping[bytes, Mapping[str, Any]]
+) -> Iterator[tuple[bytes, dict[str, Any]]]:
     deletes = [key for key in current if key not in point.values and key not in point.live]
-    deletes.sort(key=_delete_order)
+    deletes.sort()
     for key in deletes:
         yield key, {"request_delete_range": {"key": _b64(key)}}
     for key, value in point.values.items():
@@ -233,13 +239,6 @@ def _batches(ops: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         size += op_size
     if batch:
         yield batch
-
-
-def _delete_order(key: bytes) -> tuple[int, bytes]:
-    for rank, prefix in enumerate(FIRST_PREFIXES):
-        if key.startswith(prefix):
-            return rank, key
-    return len(FIRST_PREFIXES), key
 
 
 def _stamp(kvs: Mapping[bytes, Mapping[str, Any]]) -> dict[bytes, str]:

@@ -110,8 +110,9 @@ class ClusterSession:
         """Failed namespace releases (this process's, and on the xdist controller its workers')."""
         self._record: runs.RunRecord | None = None
         """This process's run record on a persistent cluster (`envtest.runs`), renewed until finish."""
-        self._reset_module: Any = None
-        """The module of the last test set up, with `envtest_reset = module`."""
+        self._reset_module: str | None = None
+        """The test file of the last test set up (or of the last reset that succeeded), with
+        `envtest_reset = module`."""
         self._conversion: tuple[conversion.ConversionServer, str, bytes] | None = None
         """This process's own conversion server (in-process planes, private planes, kind/existing with
         ``-n 0``): server, URL, CA; stopped last in `finish()`."""
@@ -145,15 +146,25 @@ class ClusterSession:
         return self._cluster
 
     @property
+    def own_plane(self) -> bool:
+        """Whether this xdist worker runs a plane of its own (`envtest_reset`) instead of the shared one."""
+        return self.is_xdist_worker and self.settings.reset != "none"
+
+    @property
     def isolation_dir(self) -> Path:
-        """Where the run's isolation lock lives (shared by the xdist workers; see `isolation`)."""
+        """Where the run's isolation lock lives (shared by the xdist workers that share a cluster, see
+        `isolation`; a worker with a plane of its own has its own)."""
+        if self.own_plane:
+            own = base_temp(self.config) / f"envtest-isolation-{self.worker}"
+            own.mkdir(exist_ok=True)
+            return own
         return base_temp(self.config)
 
     @property
     def alone_in_run(self) -> bool:
-        """Whether no other xdist worker runs tests beside this process."""
+        """Whether no other xdist worker runs tests beside this process on its cluster."""
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-        return not self.is_xdist_worker or workers <= 1
+        return not self.is_xdist_worker or workers <= 1 or self.own_plane
 
     def opened_cluster(self) -> Cluster | None:
         """The session's cluster if it has been opened, without opening it."""
@@ -187,7 +198,7 @@ class ClusterSession:
                     (base_temp(self.config) / KIND_CREATED).write_text(str(cluster.kind_path))
         elif s.keep:
             cluster = self._detached(supervisor.clusters_root() / s.cluster_name, owner=None)
-        elif self.is_xdist_worker and s.reset == "none":
+        elif self.is_xdist_worker and not self.own_plane:
             # The controller's pid: if pytest dies hard, the plane stops itself.
             cluster = self._detached(base_temp(self.config) / SHARED_DIR, owner=os.getppid())
         else:
@@ -206,28 +217,32 @@ class ClusterSession:
             cluster = LocalCluster.from_plane(plane)
         with lock:
             self._prepare(cluster)
-        if s.reset != "none":  # what a reset puts back: the plane with the session's CRDs and RBAC
-            assert isinstance(cluster, LocalCluster)  # settings allow a reset on local planes only
-            cluster.mark_reset_point()
         self.recording.log_of(cluster)  # a backend without the record says so once, in the summary
         if self.persistent:
             self._start_record(cluster)
+        if s.reset != "none":  # what a reset puts back: the plane as this session set it up
+            assert isinstance(cluster, LocalCluster)  # settings allow a reset on local planes only
+            cluster.mark_reset_point()
         return cluster
 
     def reset_before(self, item: pytest.Item) -> None:
-        """With `envtest_reset = module`: at the first test of each module after the first that ran on
-        the cluster, the releases of the last module's namespaces are drained and the plane is reset."""
-        module = getattr(item, "module", None)
-        previous, self._reset_module = self._reset_module, module
-        if self._cluster is None or previous is None or module is previous:
+        """With `envtest_reset = module`: at the first test of each module (test file) after the first
+        that ran on the cluster, the releases of the last module's namespaces are drained and the plane
+        is reset. A failed reset fails the test, and the module's next test tries again: no test of it
+        runs on a plane that was not reset."""
+        module = item.nodeid.split("::")[0]
+        previous = self._reset_module
+        self._reset_module = module
+        if self._cluster is None or previous is None or module == previous:
             return
         self.releases.drain()  # their deletes must not land after the reset
         assert isinstance(self._cluster, LocalCluster)
         try:
             report = self._cluster.reset()
         except EnvtestError as exc:
+            self._reset_module = previous
             raise EnvtestError(f"envtest_reset = module: resetting the plane failed: {exc}") from None
-        self._progress(f"plane reset before {item.nodeid.split('::')[0]}: {report.summary()}")
+        self._progress(f"plane reset before {module}: {report.summary()}")
 
     @property
     def persistent(self) -> bool:

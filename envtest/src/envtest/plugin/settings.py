@@ -302,7 +302,8 @@ class Settings:
             where = f"kubeconfig={self.kubeconfig or 'KUBECONFIG'}"
         else:
             where = f"cluster={self.cluster_name}"
-        return f"envtest: backend={self.backend} {where}" + (" (kept)" if self.keep else "")
+        reset = f" reset={self.reset}" if self.reset != "none" else ""
+        return f"envtest: backend={self.backend} {where}{reset}" + (" (kept)" if self.keep else "")
 
     def operator_factory(self) -> Callable[..., Any] | None:
         if not self.operator:
