@@ -36,6 +36,12 @@ def test_finds_none_of_it(kube, cluster):
 """
 
 
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`envtest …` as this interpreter runs it (never PATH's: CI runs without the venv on it)."""
+    argv = [sys.executable, "-m", "envtest.cli", *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=LOCAL(300))
+
+
 @pytest.fixture(autouse=True)
 def _real_binary_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     # pytester moves HOME, and with it ~/.cache: point the inner runs at the binaries we have.
@@ -50,14 +56,15 @@ def test_each_module_begins_on_the_plane_as_the_session_began(pytester: pytest.P
     if reset == "module":
         result.assert_outcomes(passed=2)
         result.stdout.fnmatch_lines(["*plane reset before test_b_finds.py: * deleted*"])
-        result.stdout.fnmatch_lines(["*reset=module*"])  # the report header says so
+        result.stdout.fnmatch_lines(["envtest: backend=local *reset=module*"])  # the report header
     else:  # the same files without the reset: what module a made is still there
         result.assert_outcomes(passed=1, failed=1)
         result.stdout.fnmatch_lines(["FAILED test_b_finds.py::test_finds_none_of_it*"])
+        result.stdout.fnmatch_lines([">*assert not pykube.Namespace*left-behind*", "E*AssertionError*"])
 
 
 WRITER = """
-import threading, pykube, pytest
+import threading, pykube, pykube.exceptions, pytest
 
 @pytest.fixture(scope="session")
 def writer(kube):
@@ -66,7 +73,10 @@ def writer(kube):
     def write():
         i = 0
         while not stop.is_set():
-            pykube.ConfigMap(kube, {"metadata": {"name": f"w{i}", "namespace": "default"}}).create()
+            try:  # a slow answer (429, 5xx) on a loaded machine must not end the writing
+                pykube.ConfigMap(kube, {"metadata": {"name": f"w{i}", "namespace": "default"}}).create()
+            except pykube.exceptions.HTTPError:
+                pass
             writing.set()
             i += 1
 
@@ -137,13 +147,7 @@ def test_envtest_reset_puts_a_kept_plane_back_and_mark_moves_the_point(tmp_path:
     }
 
     def envtest(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "envtest.cli", *args, "--name", "resettable"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=LOCAL(300),
-        )
+        return _cli(*args, "--name", "resettable", env=env)
 
     up = envtest("up", "--components", "minimal")
     assert up.returncode == 0, up.stderr
@@ -172,3 +176,33 @@ def test_envtest_reset_puts_a_kept_plane_back_and_mark_moves_the_point(tmp_path:
     assert down.returncode == 0, down.stderr
     missing = envtest("reset")
     assert missing.returncode == 1 and "no running control plane named 'resettable'" in missing.stderr
+
+
+OTHER_RUN = """
+from envtest import runs
+
+def test_another_live_run_records_itself(cluster):
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "otherrun-main", "labels": runs.labels("otherrun", "main")},
+        "spec": {"holderIdentity": runs.holder_identity()},  # this process: alive while the run lasts
+    }
+    url = f"{cluster.server}/apis/coordination.k8s.io/v1/namespaces/{runs.RECORDS_NAMESPACE}/leases"
+    assert cluster.session.post(url, json=lease, timeout=10).status_code == 201
+"""
+
+
+def test_a_reset_refuses_a_kept_plane_another_live_run_uses(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the kept plane's state: this test's
+    pytester.makepyfile(test_a_other=OTHER_RUN, test_b_kept="def test_b(cluster): pass")
+    keep = ["--envtest-keep", "--envtest-cluster-name=resetkept", "--envtest-components=minimal"]
+    try:
+        result = pytester.runpytest_subprocess(*keep, "--envtest-reset=module")
+        result.assert_outcomes(passed=1, errors=1)
+        result.stdout.fnmatch_lines(["*another run uses this kept plane*otherrun/main (process * runs)*"])
+    finally:
+        down = _cli("down", "--name", "resetkept")
+    assert down.returncode == 0, down.stderr

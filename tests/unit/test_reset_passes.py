@@ -163,12 +163,21 @@ def test_the_last_allowed_pass_that_leaves_nothing_is_a_success(etcd: FakeEtcd) 
     assert (report.passes, report.deleted) == (3, 2)
 
 
-def test_a_point_takes_another_points_crds_and_keeps_the_rest() -> None:
-    crd = reset.CRD_PREFIXES[0] + b"widgets.example.com"
-    old = ResetPoint(1, {b"/registry/namespaces/a": b"a", crd: b"v1"}, frozenset({b"/registry/leases/l"}))
-    new = ResetPoint(9, {b"/registry/namespaces/b": b"b", crd: b"v2"}, frozenset())
-    merged = old.with_keys_of(new, reset.CRD_PREFIXES)
-    assert merged.values == {b"/registry/namespaces/a": b"a", crd: b"v2"}
+def test_a_point_takes_the_applied_crds_from_another_and_keeps_the_rest() -> None:
+    crd = {"metadata": {"name": "widgets.example.com"}, "spec": {"group": "example.com"}}
+    crd["spec"]["versions"] = [{"name": "v1"}, {"name": "v2"}]  # type: ignore[index]
+    applied = reset.crd_keys([crd])
+    widgets = b"/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com"
+    v2 = b"/registry/apiregistration.k8s.io/apiservices/v2.example.com"
+    assert applied == {widgets, b"/registry/apiregistration.k8s.io/apiservices/v1.example.com", v2}
+    other_crd = b"/registry/apiextensions.k8s.io/customresourcedefinitions/gadgets.example.com"
+    old = ResetPoint(1, {b"/registry/namespaces/a": b"a", widgets: b"w1"}, frozenset({b"/registry/leases/l"}))
+    now = ResetPoint(
+        9, {b"/registry/namespaces/b": b"b", widgets: b"w2", v2: b"s", other_crd: b"g"}, frozenset()
+    )
+    merged = old.with_keys_of(now, applied)
+    # The applied CRD as it is now, with its APIService; a CRD made since and everything else as before.
+    assert merged.values == {b"/registry/namespaces/a": b"a", widgets: b"w2", v2: b"s"}
     assert merged.live == old.live
 
 

@@ -61,8 +61,8 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         print(f"# control plane {args.name!r} is already running (pid {existing.pid})", file=sys.stderr)
         if args.crd:  # idempotent: a CRD edited since the plane started takes effect now
             _apply_crds(existing, args.crd)
-            if existing.etcd_url:  # and `envtest reset` keeps them, and only them, as applied now
-                _keep_crds_in_reset_point(existing, state_dir)
+            if existing.etcd_url:  # `envtest reset` keeps these CRDs as applied now, the rest as it was
+                _keep_crds_in_reset_point(existing, state_dir, args.crd)
         print(_exports(existing))
         return 0
     # Install missing binaries here, with progress on this terminal, so --timeout covers only the
@@ -146,7 +146,7 @@ def _conversion(args: argparse.Namespace) -> supervisor.Conversion | None:
     return supervisor.Conversion(args.conversion_webhook, args.conversion_path, python_path=python_path)
 
 
-def _keep_crds_in_reset_point(state: supervisor.PlaneState, state_dir: Path) -> None:
+def _keep_crds_in_reset_point(state: supervisor.PlaneState, state_dir: Path, paths: list[str]) -> None:
     from envtest.plane import reset
 
     path = state_dir / supervisor.RESET_POINT_FILE
@@ -155,7 +155,8 @@ def _keep_crds_in_reset_point(state: supervisor.PlaneState, state_dir: Path) -> 
     except reset.ResetError:
         return  # none to keep up to date (a plane of an older envtest)
     now = reset.ResetPoint.settled(state.etcd_url)
-    point.with_keys_of(now, reset.CRD_PREFIXES).save(path)
+    applied = reset.crd_keys(doc for _, doc in crds.load(paths))
+    point.with_keys_of(now, applied).save(path)
 
 
 def _apply_crds(state: supervisor.PlaneState, paths: list[str]) -> None:

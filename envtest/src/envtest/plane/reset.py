@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,12 +38,20 @@ LIVE_PREFIXES: tuple[bytes, ...] = (
     b"/registry/peerserverleases/",
 )
 
-CRD_PREFIXES: tuple[bytes, ...] = (
-    b"/registry/apiextensions.k8s.io/customresourcedefinitions/",
-    # The APIService kube-apiserver registers for each CRD group: it would make it again.
-    b"/registry/apiregistration.k8s.io/apiservices/",
-)
-"""What applying CRDs writes: a point kept across `envtest up --crd` takes these from the plane."""
+
+def crd_keys(crds: Iterable[Mapping[str, Any]]) -> set[bytes]:
+    """The keys applying these CRDs writes: each CRD's, and the APIService kube-apiserver registers for
+    each of its served versions (it would make that again after a reset that deleted it)."""
+    keys: set[bytes] = set()
+    for crd in crds:
+        keys.add(
+            f"/registry/apiextensions.k8s.io/customresourcedefinitions/{crd['metadata']['name']}".encode()
+        )
+        group = crd.get("spec", {}).get("group", "")
+        for version in crd.get("spec", {}).get("versions") or []:
+            keys.add(f"/registry/apiregistration.k8s.io/apiservices/{version['name']}.{group}".encode())
+    return keys
+
 
 MAX_TXN_OPS = 128
 """etcd's default --max-txn-ops: a reset writes in transactions of at most this many operations."""
@@ -127,10 +135,11 @@ class ResetPoint:
                 values[key] = base64.b64decode(kv.get("value", ""))
         return cls(revision, values, frozenset(live))
 
-    def with_keys_of(self, other: ResetPoint, prefixes: tuple[bytes, ...]) -> ResetPoint:
-        """This point, with ``other``'s keys under ``prefixes`` instead of its own (CRDs applied since)."""
-        values = {k: v for k, v in self.values.items() if not k.startswith(prefixes)}
-        values |= {k: v for k, v in other.values.items() if k.startswith(prefixes)}
+    def with_keys_of(self, other: ResetPoint, keys: Collection[bytes]) -> ResetPoint:
+        """This point, with ``other``'s value of each of ``keys`` instead of its own (a key ``other``
+        lacks leaves it): CRDs applied since, and the rest kept as it was."""
+        values = {k: v for k, v in self.values.items() if k not in keys}
+        values |= {k: other.values[k] for k in keys if k in other.values}
         return ResetPoint(other.revision, values, self.live)
 
     def save(self, path: Path) -> None:
@@ -183,6 +192,7 @@ def _count(n: int, noun: str) -> str:
 def reset_to(etcd_url: str, point: ResetPoint, *, max_passes: int = MAX_PASSES) -> ResetReport:
     """Put the plane whose etcd is at ``etcd_url`` back to ``point``: passes until one finds nothing
     to do. Raises ResetError when writers keep changing it (an operator still running)."""
+    max_passes = max(max_passes, 0)
     report = ResetReport()
     deleted: set[bytes] = set()
     restored: set[bytes] = set()

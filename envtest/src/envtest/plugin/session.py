@@ -236,9 +236,19 @@ class ClusterSession:
         if self._cluster is None or previous is None or module == previous:
             return
         self.releases.drain()  # their deletes must not land after the reset
-        assert isinstance(self._cluster, LocalCluster)
+        cluster = self._cluster
+        assert isinstance(cluster, LocalCluster)
         try:
-            report = self._cluster.reset()
+            if self.persistent:  # a kept plane: another run on it would lose what it made
+                others = runs.sweep_dead(
+                    cluster.session, cluster.server, keep_runs=[self.run_id], dry_run=True
+                )
+                if others.live:
+                    who = ", ".join(f"{v.owner[0]}/{v.owner[1]} ({v.why})" for v in others.live)
+                    raise EnvtestError(
+                        f"another run uses this kept plane, and a reset would delete its objects: {who}"
+                    )
+            report = cluster.reset()
         except EnvtestError as exc:
             self._reset_module = previous
             raise EnvtestError(f"envtest_reset = module: resetting the plane failed: {exc}") from None
