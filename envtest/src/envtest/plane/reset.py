@@ -39,20 +39,6 @@ LIVE_PREFIXES: tuple[bytes, ...] = (
 )
 
 
-def crd_keys(crds: Iterable[Mapping[str, Any]]) -> set[bytes]:
-    """The keys applying these CRDs writes: each CRD's, and the APIService kube-apiserver registers for
-    each of its served versions (it would make that again after a reset that deleted it)."""
-    keys: set[bytes] = set()
-    for crd in crds:
-        keys.add(
-            f"/registry/apiextensions.k8s.io/customresourcedefinitions/{crd['metadata']['name']}".encode()
-        )
-        group = crd.get("spec", {}).get("group", "")
-        for version in crd.get("spec", {}).get("versions") or []:
-            keys.add(f"/registry/apiregistration.k8s.io/apiservices/{version['name']}.{group}".encode())
-    return keys
-
-
 MAX_TXN_OPS = 128
 """etcd's default --max-txn-ops: a reset writes in transactions of at most this many operations."""
 
@@ -76,6 +62,20 @@ LATE_KEYS: tuple[bytes, ...] = (
     # (envtest.plane.template): a point without it would have every reset delete it.
     b"/registry/services/specs/default/kubernetes",
 )
+
+
+def crd_keys(crds: Iterable[Mapping[str, Any]]) -> set[bytes]:
+    """The keys applying these CRDs writes: each CRD's, and the APIService kube-apiserver registers for
+    each of its served versions (it would make that again after a reset that deleted it)."""
+    keys: set[bytes] = set()
+    for crd in crds:
+        keys.add(
+            f"/registry/apiextensions.k8s.io/customresourcedefinitions/{crd['metadata']['name']}".encode()
+        )
+        group = crd.get("spec", {}).get("group", "")
+        for version in crd.get("spec", {}).get("versions") or []:
+            keys.add(f"/registry/apiregistration.k8s.io/apiservices/{version['name']}.{group}".encode())
+    return keys
 
 
 class ResetError(EnvtestError):
@@ -136,8 +136,8 @@ class ResetPoint:
         return cls(revision, values, frozenset(live))
 
     def with_keys_of(self, other: ResetPoint, keys: Collection[bytes]) -> ResetPoint:
-        """This point, with ``other``'s value of each of ``keys`` instead of its own (a key ``other``
-        lacks leaves it): CRDs applied since, and the rest kept as it was."""
+        """This point, with ``other``'s value of each of ``keys`` instead of its own (one ``other`` lacks
+        is dropped: it is not on the plane either): CRDs applied since, and the rest kept as it was."""
         values = {k: v for k, v in self.values.items() if k not in keys}
         values |= {k: other.values[k] for k in keys if k in other.values}
         return ResetPoint(other.revision, values, self.live)
