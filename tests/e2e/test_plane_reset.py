@@ -3,16 +3,23 @@ its controllers, scheduler and kwok never restarted and see the reset as ordinar
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
+import requests
 
 from envtest import ControlPlane, eventually
+from envtest.clusters import LocalCluster
 from envtest.timeouts import Timeouts
+
+if TYPE_CHECKING:  # the suite's conftest is not importable as a module in every collection
+    from conftest import Api
 
 pytestmark = pytest.mark.envtest_local
 timeouts = Timeouts("local")  # not the fixture: that one starts the session's plane, unused here
+# A new CRD's resource answers 429 until apiextensions serves it: "not yet", as a 404 is.
+NOT_YET = (requests.HTTPError,)
 
 WIDGETS = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -38,45 +45,6 @@ CRDS = "apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGET_PATH = "apis/reset.example.com/v1/namespaces/scratch/widgets"
 
 
-class _Rest:
-    def __init__(self, plane: ControlPlane) -> None:
-        self.session, self.server = plane.admin_session(), plane.server
-
-    def get(self, path: str) -> dict[str, Any] | None:
-        resp = self.session.get(f"{self.server}/{path}", timeout=timeouts(10))
-        if resp.status_code == 404:
-            return None
-        # A new CRD's resource answers 429 until apiextensions serves it: not yet, as for 404.
-        assert resp.status_code != 429, f"{path}: 429 {resp.text[:200]}"
-        resp.raise_for_status()
-        return resp.json()  # type: ignore[no-any-return]
-
-    def present(self, path: str) -> dict[str, Any]:
-        found = self.get(path)
-        assert found is not None, f"{path}: not found"
-        return found
-
-    def absent(self, path: str) -> None:
-        assert self.get(path) is None, f"{path}: still there"
-
-    def names(self, path: str) -> set[str]:
-        found = self.get(path)
-        assert found is not None, path
-        return {i["metadata"]["name"] for i in found["items"]}
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = self.session.post(f"{self.server}/{path}", json=body, timeout=timeouts(10))
-        assert resp.status_code == 201, f"POST {path}: {resp.status_code} {resp.text[:300]}"
-        return resp.json()  # type: ignore[no-any-return]
-
-    def send(self, method: str, path: str, body: dict[str, Any] | None = None) -> None:
-        headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else None
-        resp = self.session.request(
-            method, f"{self.server}/{path}", json=body, headers=headers, timeout=timeouts(10)
-        )
-        assert resp.ok, f"{method} {path}: {resp.status_code} {resp.text[:300]}"
-
-
 def _deployment(replicas: int) -> dict[str, Any]:
     labels = {"app": "reset"}
     return {
@@ -94,79 +62,103 @@ def _deployment(replicas: int) -> dict[str, Any]:
     }
 
 
-def _running(rest: _Rest, namespace: str, count: int) -> None:
-    pods = (rest.get(f"api/v1/namespaces/{namespace}/pods") or {}).get("items", [])
+def _names(api: Api, path: str) -> set[str]:
+    return {i["metadata"]["name"] for i in api.items(path)}
+
+
+def _present(api: Api, path: str) -> None:
+    assert api.get(path) is not None, f"{path}: not yet"
+
+
+def _absent(api: Api, path: str) -> None:
+    assert api.get(path) is None, f"{path}: still there"
+
+
+def _running(api: Api, namespace: str, count: int) -> None:
+    pods = api.items(f"api/v1/namespaces/{namespace}/pods")
     assert sum(p.get("status", {}).get("phase") == "Running" for p in pods) == count, pods
 
 
-def _workload(rest: _Rest, replicas: int) -> None:
+def _workload(api: Api, replicas: int) -> None:
     """A namespace with a Deployment whose pods run: controller-manager, scheduler and kwok at work."""
-    rest.post("api/v1/namespaces", {"metadata": {"name": "scratch"}})
+    api.create("api/v1/namespaces", {"metadata": {"name": "scratch"}})
     eventually(
-        lambda: rest.present("api/v1/namespaces/scratch/serviceaccounts/default"), timeout=timeouts(30)
+        lambda: _present(api, "api/v1/namespaces/scratch/serviceaccounts/default"), timeout=timeouts(30)
     )
-    rest.post("apis/apps/v1/namespaces/scratch/deployments", _deployment(replicas))
-    eventually(lambda: _running(rest, "scratch", replicas), timeout=timeouts(60))
+    api.create("apis/apps/v1/namespaces/scratch/deployments", _deployment(replicas))
+    eventually(lambda: _running(api, "scratch", replicas), timeout=timeouts(60))
 
 
 @pytest.fixture(scope="module")
-def plane() -> Iterator[ControlPlane]:
+def own() -> Iterator[LocalCluster]:
+    """A plane of this module's own (a reset wipes what others' tests make), its reset point marked."""
     with ControlPlane("all", crds=["api/crd"], progress=lambda _m: None) as cp:
-        cp.mark_reset_point()
-        yield cp
+        cluster = LocalCluster.from_plane(cp)
+        cluster.mark_reset_point()
+        try:
+            yield cluster
+        finally:
+            cluster.close()
 
 
-def test_a_reset_deletes_what_was_made_and_writes_back_what_was_changed(plane: ControlPlane) -> None:
-    rest = _Rest(plane)
-    namespaces, crds = rest.names("api/v1/namespaces"), rest.names(CRDS)
-    default_sa = rest.get("api/v1/namespaces/default/serviceaccounts/default")
+def test_a_reset_deletes_what_was_made_and_writes_back_what_was_changed(
+    own: LocalCluster, make_api: Callable[[Any], Api]
+) -> None:
+    api = make_api(own)
+    namespaces, crds = _names(api, "api/v1/namespaces"), _names(api, CRDS)
+    default_sa = api.get("api/v1/namespaces/default/serviceaccounts/default")
     assert default_sa is not None
-    labels = rest.get("api/v1/namespaces/default")["metadata"]["labels"]  # type: ignore[index]
+    labels = api.get("api/v1/namespaces/default")["metadata"]["labels"]  # type: ignore[index]
 
-    _workload(rest, replicas=3)
-    rest.post(CRDS, WIDGETS)
-    eventually(lambda: rest.present(WIDGET_PATH), timeout=timeouts(30))
-    rest.post(
+    _workload(api, replicas=3)
+    api.create(CRDS, WIDGETS)
+    eventually(lambda: api.items(WIDGET_PATH), timeout=timeouts(30), retry_on=NOT_YET)
+    api.create(
         WIDGET_PATH, {"apiVersion": "reset.example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
     )
-    rest.post("apis/rbac.authorization.k8s.io/v1/clusterroles", {"metadata": {"name": "reset-made"}})
-    rest.send("PATCH", "api/v1/namespaces/default", {"metadata": {"labels": {"changed": "yes"}}})
-    rest.send("DELETE", "api/v1/namespaces/default/serviceaccounts/default")
+    api.create("apis/rbac.authorization.k8s.io/v1/clusterroles", {"metadata": {"name": "reset-made"}})
+    api.patch("api/v1/namespaces/default", {"metadata": {"labels": {"changed": "yes"}}})
+    assert api.delete("api/v1/namespaces/default/serviceaccounts/default") == 200
 
-    report = plane.reset()
+    report = own.reset()
 
     assert report.kinds.get("pods") == 3 and report.kinds.get("deployments") == 1, report.kinds
     assert report.restored >= 2, report  # the namespace's labels and the ServiceAccount
-    assert rest.names("api/v1/namespaces") == namespaces
-    assert rest.names(CRDS) == crds
-    assert rest.names("api/v1/pods") == set()
-    assert rest.get("apis/rbac.authorization.k8s.io/v1/clusterroles/reset-made") is None
-    assert rest.get("api/v1/namespaces/default")["metadata"]["labels"] == labels  # type: ignore[index]
-    restored_sa = rest.get("api/v1/namespaces/default/serviceaccounts/default")
+    assert _names(api, "api/v1/namespaces") == namespaces
+    assert _names(api, CRDS) == crds
+    assert _names(api, "api/v1/pods") == set()
+    assert api.get("apis/rbac.authorization.k8s.io/v1/clusterroles/reset-made") is None
+    assert api.get("api/v1/namespaces/default")["metadata"]["labels"] == labels  # type: ignore[index]
+    restored_sa = api.get("api/v1/namespaces/default/serviceaccounts/default")
     assert restored_sa is not None and restored_sa["metadata"]["uid"] == default_sa["metadata"]["uid"]
     # The CRD's API went with it (apiextensions saw the CRD's deletion as an event).
-    eventually(lambda: rest.absent(WIDGET_PATH), timeout=timeouts(30))
-    assert plane.reset().deleted == 0, "a second reset found something left"
+    eventually(lambda: _absent(api, WIDGET_PATH), timeout=timeouts(30), retry_on=NOT_YET)
+    assert own.reset().deleted == 0, "a second reset found something left"
 
 
-def test_the_plane_works_after_a_reset_and_resets_again(plane: ControlPlane) -> None:
-    rest = _Rest(plane)
-    _workload(rest, replicas=2)  # the same names as before the first reset: nothing of them lingers
-    assert plane.reset().kinds.get("pods") == 2
-    assert "scratch" not in rest.names("api/v1/namespaces")
+def test_the_plane_works_after_a_reset_and_resets_again(
+    own: LocalCluster, make_api: Callable[[Any], Api]
+) -> None:
+    api = make_api(own)
+    _workload(api, replicas=2)  # the same names as before the first reset: nothing of them lingers
+    assert own.reset().kinds.get("pods") == 2
+    assert "scratch" not in _names(api, "api/v1/namespaces")
 
 
-def test_a_reset_point_marked_later_keeps_what_was_made_before_it(plane: ControlPlane) -> None:
-    rest = _Rest(plane)
+def test_a_reset_point_marked_later_keeps_what_was_made_before_it(
+    own: LocalCluster, make_api: Callable[[Any], Api]
+) -> None:
+    api, plane = make_api(own), own.plane
+    assert plane is not None
     first = plane.reset_point
     try:
-        rest.post("api/v1/namespaces", {"metadata": {"name": "kept"}})
-        plane.mark_reset_point()
-        rest.post("api/v1/namespaces", {"metadata": {"name": "dropped"}})
-        plane.reset()
-        names = rest.names("api/v1/namespaces")
+        api.create("api/v1/namespaces", {"metadata": {"name": "kept"}})
+        own.mark_reset_point()
+        api.create("api/v1/namespaces", {"metadata": {"name": "dropped"}})
+        own.reset()
+        names = _names(api, "api/v1/namespaces")
         assert "kept" in names and "dropped" not in names
     finally:
         plane.reset_point = first
-        plane.reset()
-    assert "kept" not in rest.names("api/v1/namespaces")
+        own.reset()
+    assert "kept" not in _names(api, "api/v1/namespaces")

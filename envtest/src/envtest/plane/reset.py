@@ -27,6 +27,7 @@ import requests
 
 from envtest.errors import EnvtestError
 from envtest.loopback import direct_session
+from envtest.plane.etcdkv import b64, prefix_end
 
 PREFIX = b"/registry/"
 """kube-apiserver's keys (its default --etcd-prefix); its compaction marker lives outside and stays."""
@@ -146,8 +147,8 @@ class ResetPoint:
         """As JSON (keys and values in base64), written beside and renamed: never half a point."""
         data = {
             "revision": self.revision,
-            "values": {_b64(k): _b64(v) for k, v in self.values.items()},
-            "live": sorted(_b64(k) for k in self.live),
+            "values": {b64(k): b64(v) for k, v in self.values.items()},
+            "live": sorted(b64(k) for k in self.live),
         }
         staging = path.with_name(f".{path.name}.tmp")
         staging.write_text(json.dumps(data))
@@ -226,14 +227,12 @@ def reset_to(etcd_url: str, point: ResetPoint, *, max_passes: int = MAX_PASSES) 
 def _operations(
     point: ResetPoint, current: Mapping[bytes, Mapping[str, Any]]
 ) -> Iterator[tuple[bytes, dict[str, Any]]]:
-    deletes = [key for key in current if key not in point.values and key not in point.live]
-    deletes.sort()
-    for key in deletes:
-        yield key, {"request_delete_range": {"key": _b64(key)}}
+    for key in sorted(k for k in current if k not in point.values and k not in point.live):
+        yield key, {"request_delete_range": {"key": b64(key)}}
     for key, value in point.values.items():
         kv = current.get(key)
         if kv is None or base64.b64decode(kv.get("value", "")) != value:
-            yield key, {"request_put": {"key": _b64(key), "value": _b64(value)}}
+            yield key, {"request_put": {"key": b64(key), "value": b64(value)}}
 
 
 def _batches(ops: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -268,8 +267,7 @@ def _resource(key: bytes) -> str:
 
 
 def _range(session: requests.Session, etcd_url: str) -> tuple[int, dict[bytes, dict[str, Any]]]:
-    end = PREFIX[:-1] + bytes([PREFIX[-1] + 1])
-    body = {"key": _b64(PREFIX), "range_end": _b64(end)}
+    body = {"key": b64(PREFIX), "range_end": b64(prefix_end(PREFIX))}
     answer = _post(session, f"{etcd_url}/v3/kv/range", body)
     kvs = {base64.b64decode(kv["key"]): kv for kv in answer.get("kvs", [])}
     return int(answer["header"]["revision"]), kvs
@@ -287,7 +285,3 @@ def _post(session: requests.Session, url: str, body: dict[str, Any]) -> dict[str
     if resp.status_code != 200:
         raise ResetError(f"etcd refused {url.rsplit('/', 1)[-1]}: {resp.status_code} {resp.text[:300]}")
     return dict(resp.json())
-
-
-def _b64(value: bytes) -> str:
-    return base64.b64encode(value).decode()

@@ -15,7 +15,6 @@ parallel workers make it once) and kept beside the binaries' cache.
 
 from __future__ import annotations
 
-import base64
 import errno
 import hashlib
 import json
@@ -31,6 +30,7 @@ from filelock import FileLock
 
 from envtest.binaries import cache_root
 from envtest.loopback import direct_session
+from envtest.plane.etcdkv import b64, prefix_end
 
 FORMAT = 2
 """Changes whenever what a template holds or how it is made changes, so older ones are not used."""
@@ -106,16 +106,12 @@ def written(session: requests.Session, server: str) -> bool:
 def forget_per_plane_keys(etcd_url: str) -> None:
     """Delete PER_PLANE_KEYS and PER_PLANE_PREFIXES from a plane's etcd whose apiserver has stopped
     (JSON gateway, keys in base64), then compact its history so no old revision still holds them."""
-
-    def b64(value: bytes) -> str:
-        return base64.b64encode(value).decode()
-
     revision = 0
     with direct_session() as session:
         for key, exact in [(k, True) for k in PER_PLANE_KEYS] + [(p, False) for p in PER_PLANE_PREFIXES]:
             body = {"key": b64(key.encode())}
-            if not exact:  # every key with this prefix: up to the prefix with its last byte + 1
-                body["range_end"] = b64(key[:-1].encode() + bytes([ord(key[-1]) + 1]))
+            if not exact:  # every key with this prefix
+                body["range_end"] = b64(prefix_end(key.encode()))
             resp = session.post(f"{etcd_url}/v3/kv/deleterange", json=body, timeout=10)
             resp.raise_for_status()
             answer = resp.json()
