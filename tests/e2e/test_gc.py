@@ -16,6 +16,8 @@ from envtest import OperatorRunner, consistently, eventually
 
 FULL = sample("mysqlcluster_full.yaml")
 TWO_REPLICAS = {**FULL, "spec": {**FULL["spec"], "replicas": 2}}
+HELD = "test.example.com/held"
+"""A finalizer of the test's own: the object it is on is not gone until the test removes it."""
 
 
 def running_with_children(mysql: MySQLClusters, name: str = "sample-full") -> dict[str, Any]:
@@ -88,32 +90,40 @@ def test_foreground_deletion_removes_children_before_the_cluster(
     mysql: MySQLClusters, operator: OperatorRunner
 ) -> None:
     running_with_children(mysql)
+    # One child is held by a finalizer of the test's, so the wait is seen whatever the garbage
+    # collector's pace (unheld, all of it can be over before a first look).
+    held = mysql.child_path("service", "sample-full")
+    mysql.api.patch(held, {"metadata": {"finalizers": [HELD]}})
+    try:
+        deleting = mysql.api.session.delete(
+            mysql.api.url(mysql.path("sample-full")),
+            json={"propagationPolicy": "Foreground"},
+            timeout=mysql.timeouts(10),
+        )
+        assert deleting.status_code == 200, deleting.text[:300]
+        assert "foregroundDeletion" in deleting.json()["metadata"]["finalizers"]
 
-    deleting = mysql.api.session.delete(
-        mysql.api.url(mysql.path("sample-full")),
-        json={"propagationPolicy": "Foreground"},
-        timeout=mysql.timeouts(10),
-    )
-    assert deleting.status_code == 200, deleting.text[:300]
-    assert "foregroundDeletion" in deleting.json()["metadata"]["finalizers"]
+        # What happens: the operator removes its own finalizer at once (no final backup wanted), but
+        # the apiserver's `foregroundDeletion` finalizer stays until the garbage collector has deleted
+        # every dependent whose ownerReference has blockOwnerDeletion=true - all four of ours. The
+        # StatefulSet is itself deleted in the foreground, so its pods go first. So while the cluster
+        # is visible at least one child is still being deleted, and once it is gone none is left.
+        def waiting_for_the_held_child() -> None:
+            cr, child = mysql.get("sample-full"), mysql.child("service", "sample-full")
+            assert cr is not None, "the cluster went while a child of it was still there"
+            assert child is not None and child["metadata"].get("deletionTimestamp"), "not deleting it yet"
 
-    # What happens: the operator removes its own finalizer at once (no final backup wanted), but the
-    # apiserver's `foregroundDeletion` finalizer stays until the garbage collector has deleted every
-    # dependent whose ownerReference has blockOwnerDeletion=true - all four of ours. The StatefulSet
-    # is itself deleted in the foreground, so its pods go first. So while the cluster is visible at
-    # least one child is still being deleted, and once it is gone none is left.
-    seen_waiting = False
+        eventually(waiting_for_the_held_child, timeout=mysql.timeouts(60), interval=0.1)
+    finally:
+        mysql.api.patch(held, {"metadata": {"finalizers": None}})
 
     def cluster_gone_last() -> None:
-        nonlocal seen_waiting
         cr = mysql.get("sample-full")
         left = present(mysql, "sample-full")
         if cr is not None:
-            seen_waiting |= bool(left)
             raise AssertionError(f"cluster still there, waiting for {left}")
         assert left == [], f"the cluster went before its children: {left} still present"
 
     eventually(cluster_gone_last, timeout=mysql.timeouts(60), interval=0.1)
     assert_data_retained(mysql)
     assert mysql.database_pods("sample-full") == [], "the StatefulSet's pods outlived the cluster"
-    assert seen_waiting, "never saw the cluster waiting for a child (did it go in the background?)"
