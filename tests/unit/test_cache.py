@@ -26,6 +26,14 @@ class FakeInformer:
     def get(self, key: Key) -> dict[str, Any] | None:
         return self.store.get(key)
 
+    def select(self, namespace: str | None, labels: dict[str, str]) -> list[dict[str, Any]]:
+        return [
+            o
+            for o in self.store.values()
+            if o["metadata"]["namespace"] == namespace
+            and all((o["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
+        ]
+
     def catch_up(self, kube: FakeKube, kind: Any, name: str) -> None:
         """What the watch does: deliver the apiserver's current state up to its latest rv."""
         obj = kube.peek(kind, "ns", name)
@@ -103,6 +111,40 @@ def test_kinds_without_an_informer_and_fresh_reads_go_to_the_apiserver(
     assert client.get(StatefulSet, "ns", "db-mysql") is None, "not in the cache yet"
     assert client.get(StatefulSet, "ns", "db-mysql", fresh=True)["spec"]["replicas"] == 5  # type: ignore[index]
     assert client.cache_reads == 1
+
+
+def labelled(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "labels": labels}, "spec": {"replicas": 1}}
+
+
+def listed(client: CachedClient, selector: str) -> list[str]:
+    return [o["metadata"]["name"] for o in client.list(StatefulSet, "ns", selector)]
+
+
+def test_a_list_comes_from_the_cache_with_only_what_carries_the_labels(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    for found in (labelled("a", app="db", cluster="one"), labelled("b", app="db", cluster="two")):
+        kube.put(StatefulSet, found)
+        informer.catch_up(kube, StatefulSet, found["metadata"]["name"])
+    kube.fail_next("list", "statefulsets", 500, "InternalError", "a LIST was made")
+    assert listed(client, "app=db,cluster=one") == ["a"]
+    assert listed(client, "app=db") == ["a", "b"]
+    assert listed(client, "cluster=three") == []
+
+
+def test_a_list_sees_our_label_writes_before_the_cache_does(
+    client: CachedClient, kube: FakeKube, informer: FakeInformer
+) -> None:
+    kube.put(StatefulSet, labelled("a", cluster="one"))
+    informer.catch_up(kube, StatefulSet, "a")
+    client.patch_merge(StatefulSet, "ns", "a", {"metadata": {"labels": {"cluster": "two"}}})
+    client.create(StatefulSet, labelled("b", cluster="two"))
+    assert listed(client, "cluster=one") == [], "our patch took the label away"
+    assert listed(client, "cluster=two") == ["a", "b"], "our patch gave it; our create made b"
+    informer.catch_up(kube, StatefulSet, "a")
+    informer.catch_up(kube, StatefulSet, "b")
+    assert listed(client, "cluster=two") == ["a", "b"]
 
 
 def test_a_created_secret_leaves_no_password_in_memory(client: CachedClient, informer: FakeInformer) -> None:

@@ -20,6 +20,7 @@ from runtime_fakes import (
 )
 
 from mysql_operator.runtime.informer import Informer
+from mysql_operator.runtime.multinamespace import MultiNamespaceInformer
 from mysql_operator.runtime.types import Key
 
 
@@ -469,3 +470,59 @@ def test_the_cache_hands_out_copies_and_keeps_no_parsed_objects(run: Any) -> Non
     assert "spec" not in informer.get(Key("ns/a")), "a caller's edit must not reach the cache"  # type: ignore[operator]
     assert informer.keys() == [Key("ns/a")]
     assert all(isinstance(raw, str) for raw in informer._store.values()), "stored as compact JSON"
+
+
+def pod(name: str, rv: str, cluster: str) -> dict[str, Any]:
+    found = obj(name, rv)
+    found["metadata"]["labels"] = {"cluster": cluster}
+    return found
+
+
+def selected(informer: Informer, namespace: str | None, labels: dict[str, str]) -> list[str]:
+    return [o["metadata"]["name"] for o in informer.select(namespace, labels)]
+
+
+def test_select_follows_watch_events(run: Any) -> None:
+    events = [event("MODIFIED", pod("c", "4", "two")), event("DELETED", pod("a", "5", "one"))]
+    api = FakeApi(
+        [
+            list_response([pod("a", "1", "one"), pod("b", "2", "two"), pod("c", "3", "one")], rv="3"),
+            FakeResponse(lines=events),
+        ]
+    )
+    informer, recorder = run(api)
+    recorder.wait(5)
+    assert selected(informer, "ns", {"cluster": "one"}) == [], "a deleted, c relabelled"
+    assert selected(informer, "ns", {"cluster": "two"}) == ["b", "c"]
+    assert selected(informer, "elsewhere", {"cluster": "two"}) == []
+    assert selected(informer, None, {}) == ["b", "c"]
+
+
+def test_select_follows_a_relist(run: Any) -> None:
+    api = FakeApi(
+        [
+            list_response([pod("a", "1", "one"), pod("b", "2", "two")], rv="2"),
+            FakeResponse(lines=[expired()]),
+            list_response([pod("b", "2", "two"), pod("d", "7", "one"), pod("a", "6", "two")], rv="7"),
+        ]
+    )
+    informer, recorder = run(api)
+    recorder.wait(4)
+    wait_for(lambda: informer.relists == 2, what="the relist")
+    assert selected(informer, "ns", {"cluster": "one"}) == ["d"]
+    assert selected(informer, "ns", {"cluster": "two"}) == ["a", "b"]
+
+
+def test_select_over_several_namespaces_asks_the_namespaces_own_informer(run: Any) -> None:
+    def labelled(name: str, namespace: str) -> dict[str, Any]:
+        found = obj(name, "1", namespace=namespace)
+        found["metadata"]["labels"] = {"cluster": "one"}
+        return found
+
+    first, _ = run(FakeApi([list_response([labelled("a", "x")], rv="1")]), namespace="x")
+    second, _ = run(FakeApi([list_response([labelled("b", "y")], rv="1")]), namespace="y")
+    both = MultiNamespaceInformer([first, second])
+    wait_for(both.has_synced)
+    assert [o["metadata"]["name"] for o in both.select("y", {"cluster": "one"})] == ["b"]
+    assert both.select("z", {"cluster": "one"}) == []
+    assert [o["metadata"]["name"] for o in both.select(None, {"cluster": "one"})] == ["a", "b"]

@@ -50,6 +50,27 @@ def test_first_reconcile_adds_finalizer_creates_children_and_reports_pending(
     assert status["primaryEndpoint"] == "db-primary.ns.svc:3306"
 
 
+def test_the_children_of_one_pass_are_told_in_one_created_event(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    reconciler.reconcile(KEY)
+    created = [e for e in events.events if e[1] == "Created"]
+    assert created == [
+        (
+            "Normal",
+            "Created",
+            "created Secret db-credentials, Service db-headless, Service db-primary, Secret db-tls, "
+            "StatefulSet db-mysql",
+        )
+    ]
+    kube.delete(Service, "ns", "db-primary")
+    reconciler.reconcile(KEY)
+    assert [e for e in events.events if e[1] == "Created"][1:] == [
+        ("Normal", "Created", "created Service db-primary")
+    ]
+
+
 def test_converged_cluster_gets_no_write_on_the_next_reconcile(
     reconciler: MySQLClusterReconciler, kube: FakeKube
 ) -> None:

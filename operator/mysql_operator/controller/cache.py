@@ -129,12 +129,18 @@ class CachedClient:
         if informer is None or not informer.has_synced() or wanted is None:
             return self.api.list(kind, namespace, label_selector)
         self.cache_reads += 1
+        # What the cache holds with these labels, and what we wrote since (our write may be what
+        # gave or took a label); each is then read as `get` reads it and checked on that.
+        names = {obj["metadata"]["name"] for obj in informer.select(namespace, wanted)}
+        with self._lock:
+            names.update(
+                obj["metadata"]["name"]
+                for (endpoint, _key), (_kind, obj) in self._written.items()
+                if endpoint == kind.endpoint and obj["metadata"].get("namespace") == namespace
+            )
         found = []
-        for obj in informer.list():
-            meta = obj.get("metadata") or {}
-            if meta.get("namespace") != namespace:
-                continue
-            newest = self.get(kind, namespace, meta["name"])
+        for name in sorted(names):
+            newest = self.get(kind, namespace, name)
             labels = ((newest or {}).get("metadata") or {}).get("labels") or {}
             if newest is not None and all(labels.get(k) == v for k, v in wanted.items()):
                 found.append(newest)

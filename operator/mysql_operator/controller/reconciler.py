@@ -89,6 +89,10 @@ class MySQLClusterReconciler:
         """Labels the primary and moves it (failover, switchover); `executor` reaches the pods."""
 
     def reconcile(self, key: Key) -> Result:
+        with self.writer.one_pass():
+            return self._reconcile(key)
+
+    def _reconcile(self, key: Key) -> Result:
         namespace, name = split_key(key)
         cluster = self.client.get(MySQLCluster, namespace, name)
         if cluster is None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import datetime
 from typing import Any
 
 from ..api.v1 import SWITCHOVER_ANNOTATION, MySQLClusterSpec
@@ -165,17 +166,20 @@ class Roles:
         # Read from the apiserver, not the cache: a claim deleted and made anew may still be the old
         # one there, and either mistake is costly (an empty primary served, or a first primary held
         # back). Only until the first primary is recorded.
+        # Pod 0's own claim only matters beside another's: not read at all for a cluster that has none.
         first, claims = view.names.first_pod, (PersistentVolumeClaim, view.namespace)
         own = view.names.data_claim(first)
-        mine = self.w.client.get(*claims, own, fresh=True)
-        born = parse_time((mine or {}).get("metadata", {}).get("creationTimestamp"))
-        kept = ""
+        born: datetime | None = None
+        kept, looked = "", False
         for ordinal in range(1, replicas):
             name = view.names.data_claim(view.names.pod(ordinal))
             other = self.w.client.get(*claims, name, fresh=True)
             older = parse_time((other or {}).get("metadata", {}).get("creationTimestamp"))
             if older is None:
                 continue
+            if not looked:
+                mine = self.w.client.get(*claims, own, fresh=True)
+                born, looked = parse_time((mine or {}).get("metadata", {}).get("creationTimestamp")), True
             made = f"{name} (made {format_time(older)})"
             kept = kept or made
             if born is not None and older >= born:

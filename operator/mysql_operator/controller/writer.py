@@ -5,12 +5,16 @@ a child is created, or, if the live object is ours (`children.ownership`), appli
 differ (`children.ssa`); the status is merge-patched only when its meaning changed
 (`status.status_equal`); an Event goes to the recorder's queue, never to the apiserver on a reconcile's
 thread. Each write is made at most once per call and never retried here: a raised error requeues.
+Within `one_pass()`, the children a pass creates are told in one `Created` Event, not one each: an
+Event is a write too, and a new cluster's first pass creates five children.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +49,23 @@ class Writer:
         self.client = client
         self.recorder = recorder
         self.now = now
+        self._pass = threading.local()  # each worker's pass: the children it created so far
+
+    @contextmanager
+    def one_pass(self) -> Iterator[None]:
+        """Tell the children created until the end of the block in one `Created` Event per cluster,
+        whatever ends the block (what was created was created)."""
+        created: list[tuple[Obj, str]] = []
+        self._pass.created = created
+        try:
+            yield
+        finally:
+            self._pass.created = None
+            told: dict[str, tuple[Obj, list[str]]] = {}
+            for cluster, what in created:
+                told.setdefault(cluster["metadata"]["uid"], (cluster, []))[1].append(what)
+            for cluster, whats in told.values():
+                self.event(cluster, "Normal", "Created", f"created {', '.join(whats)}")
 
     def ensure_step(
         self, kind: Kind, cluster: Obj, build: Callable[[Obj], Obj], problems: list[Problem]
@@ -77,7 +98,11 @@ class Writer:
                     raise
             else:
                 log.info("created", extra={"kind": kind.kind, "object": name, "namespace": namespace})
-                self.event(cluster, "Normal", "Created", f"created {kind.kind} {name}")
+                pending: list[tuple[Obj, str]] | None = getattr(self._pass, "created", None)
+                if pending is None:
+                    self.event(cluster, "Normal", "Created", f"created {kind.kind} {name}")
+                else:
+                    pending.append((cluster, f"{kind.kind} {name}"))
                 return created
 
         how = claim(kind.kind, cluster, live, owned=bool(meta.get("ownerReferences")))

@@ -40,6 +40,7 @@ from pykube.exceptions import HTTPError
 from pykube.objects import NamespacedAPIObject
 
 from .client import GONE, raise_for_status, status_code
+from .labelindex import LabelIndex
 from .types import Key, make_key
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,11 @@ class _Stopped(Exception):
 def object_key(obj: dict[str, Any]) -> Key:
     meta = obj.get("metadata") or {}
     return make_key(meta.get("namespace"), meta["name"])
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str] | None:
+    labels: dict[str, str] | None = (obj.get("metadata") or {}).get("labels")
+    return labels
 
 
 def resource_version(obj: dict[str, Any]) -> str | None:
@@ -140,6 +146,7 @@ class Informer:
         # StatefulSet takes ~10x the memory of its JSON (every key string and small dict of its own),
         # and reads are rare next to events. Each read parses anew, so callers get their own copy.
         self._store: dict[Key, str] = {}
+        self._index = LabelIndex()  # the store's labels: `select` parses only what matches
         self._rv: str | None = None  # where a watch resumes: last list, event or bookmark
         self._api: pykube.HTTPClient | None = None  # owned by this informer; replaced after a failure
         self._response: requests.Response | None = None  # the reply being read; stop() aborts it
@@ -211,6 +218,13 @@ class Informer:
     def list(self) -> list[dict[str, Any]]:
         with self._lock:
             raws = list(self._store.values())
+        return [_decode(raw) for raw in raws]
+
+    def select(self, namespace: str | None, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """The cached objects in `namespace` (None: any) carrying every label of `labels`; only those
+        are parsed (see `labelindex`)."""
+        with self._lock:
+            raws = [self._store[key] for key in self._index.select(namespace, labels)]
         return [_decode(raw) for raw in raws]
 
     def keys(self) -> list[Key]:
@@ -336,8 +350,12 @@ class Informer:
     def _replace_locked(self, items: list[dict[str, Any]], rv: str | None) -> None:
         new = {object_key(o): o for o in items}
         stored = {key: _encode(obj) for key, obj in new.items()}
+        index = LabelIndex()
+        for key, obj in new.items():
+            index.put(key, _labels(obj))
         with self._lock:
             old, self._store, self._rv = self._store, stored, rv
+            self._index = index
             self.relists += 1
         events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
         for key, obj in new.items():
@@ -410,9 +428,11 @@ class Informer:
             with self._lock:
                 if raw is None:
                     previous = self._store.pop(key, None)
+                    self._index.remove(key)
                 else:
                     previous = self._store.get(key)
                     self._store[key] = raw
+                    self._index.put(key, _labels(obj))
                 self._rv = resource_version(obj) or self._rv
             self._deliver(event_type, obj, None if previous is None else _decode(previous))
 

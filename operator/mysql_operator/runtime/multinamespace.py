@@ -73,6 +73,12 @@ class MultiNamespaceInformer:
     def list(self) -> list[dict[str, Any]]:
         return [obj for informer in self._by_namespace.values() for obj in informer.list()]
 
+    def select(self, namespace: str | None, labels: dict[str, str]) -> list[dict[str, Any]]:
+        if namespace is not None:
+            informer = self._by_namespace.get(namespace)
+            return [] if informer is None else informer.select(namespace, labels)
+        return [obj for informer in self._by_namespace.values() for obj in informer.select(None, labels)]
+
     def keys(self) -> list[Key]:
         keys: list[Key] = []
         for informer in self._by_namespace.values():
