@@ -71,6 +71,20 @@ def test_the_children_of_one_pass_are_told_in_one_created_event(
     ]
 
 
+def test_a_pass_that_fails_still_tells_what_it_created(
+    reconciler: MySQLClusterReconciler, kube: FakeKube, events: RecordingEvents
+) -> None:
+    kube.put(MySQLCluster, cluster())
+    kube.fail_next("patch", "mysqlclusters/status", 500, "InternalError", "etcd is away")
+    with pytest.raises(HTTPError):
+        reconciler.reconcile(KEY)
+    told = [e[2] for e in events.events if e[1] == "Created"]
+    assert told == [
+        "created Secret db-credentials, Service db-headless, Service db-primary, Secret db-tls, "
+        "StatefulSet db-mysql"
+    ]
+
+
 def test_converged_cluster_gets_no_write_on_the_next_reconcile(
     reconciler: MySQLClusterReconciler, kube: FakeKube
 ) -> None:
