@@ -26,13 +26,13 @@ class FakeInformer:
     def get(self, key: Key) -> dict[str, Any] | None:
         return self.store.get(key)
 
-    def select(self, namespace: str | None, labels: dict[str, str]) -> list[dict[str, Any]]:
-        return [
-            o
-            for o in self.store.values()
-            if o["metadata"]["namespace"] == namespace
+    def select_keys(self, namespace: str | None, labels: dict[str, str]) -> list[Key]:
+        return sorted(
+            key
+            for key, o in self.store.items()
+            if namespace in (None, o["metadata"]["namespace"])
             and all((o["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
-        ]
+        )
 
     def catch_up(self, kube: FakeKube, kind: Any, name: str) -> None:
         """What the watch does: deliver the apiserver's current state up to its latest rv."""
@@ -140,6 +140,14 @@ def test_a_list_sees_our_label_writes_before_the_cache_does(
     informer.catch_up(kube, StatefulSet, "a")
     client.patch_merge(StatefulSet, "ns", "a", {"metadata": {"labels": {"cluster": "two"}}})
     client.create(StatefulSet, labelled("b", cluster="two"))
+    client.create(Secret, labelled("a-secret", cluster="two"))  # another kind's write: not listed
+    client.create(
+        StatefulSet,
+        {
+            **labelled("elsewhere", cluster="two"),
+            "metadata": {"name": "elsewhere", "namespace": "other", "labels": {"cluster": "two"}},
+        },
+    )
     assert listed(client, "cluster=one") == [], "our patch took the label away"
     assert listed(client, "cluster=two") == ["a", "b"], "our patch gave it; our create made b"
     informer.catch_up(kube, StatefulSet, "a")

@@ -312,6 +312,33 @@ def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_p
     assert condition(status(kube), DEGRADED)["status"] == "False"
 
 
+def test_pod_0s_own_claim_is_read_fresh_only_beside_another_pods_claim(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdict compares pod 0's claim with the others': with none of theirs, it is not read."""
+    fresh_reads: list[str] = []
+    get = kube.get
+
+    def recording_get(kind: Any, namespace: str | None, name: str, *, fresh: bool = False) -> Any:
+        if kind is PersistentVolumeClaim and fresh:
+            fresh_reads.append(name)
+        return get(kind, namespace, name, fresh=fresh)
+
+    monkeypatch.setattr(kube, "get", recording_get)
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    made_at(kube, 0, "2026-03-01T09:00:00Z")
+    set_pod(kube, 0, ready=False)
+    reconciler.reconcile(KEY)
+    assert "data-db-mysql-0" not in fresh_reads and "data-db-mysql-1" in fresh_reads
+    assert role(kube, 0) == "primary"
+
+    made_at(kube, 1, "2026-01-05T10:00:00Z")  # older than pod 0's: now pod 0's is read, and refused
+    reconciler.reconcile(KEY)
+    assert "data-db-mysql-0" in fresh_reads
+    assert condition(status(kube), DEGRADED)["reason"] == "PrimaryDataReplaced"
+
+
 def test_a_first_primary_with_no_claim_beside_a_kept_one_is_never_labelled_primary(
     kube: FakeKube, reconciler: MySQLClusterReconciler
 ) -> None:

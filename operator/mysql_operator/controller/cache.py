@@ -29,7 +29,7 @@ from typing import Any
 
 from ..runtime.informer import Informer
 from ..runtime.multinamespace import AnyInformer
-from ..runtime.types import make_key
+from ..runtime.types import make_key, split_key
 from .client import ApiClient
 from .kinds import Kind
 
@@ -129,15 +129,16 @@ class CachedClient:
         if informer is None or not informer.has_synced() or wanted is None:
             return self.api.list(kind, namespace, label_selector)
         self.cache_reads += 1
-        # What the cache holds with these labels, and what we wrote since (our write may be what
-        # gave or took a label); each is then read as `get` reads it and checked on that.
-        names = {obj["metadata"]["name"] for obj in informer.select(namespace, wanted)}
+        # What we wrote that the cache may not show yet (our write may be what gave or took a label),
+        # and what the cache holds with these labels; each is then read as `get` reads it and checked
+        # on that. Our writes first: one forgotten after this read was in the cache before `select`.
         with self._lock:
-            names.update(
+            names = {
                 obj["metadata"]["name"]
                 for (endpoint, _key), (_kind, obj) in self._written.items()
                 if endpoint == kind.endpoint and obj["metadata"].get("namespace") == namespace
-            )
+            }
+        names.update(split_key(key)[1] for key in informer.select_keys(namespace, wanted))
         found = []
         for name in sorted(names):
             newest = self.get(kind, namespace, name)

@@ -54,16 +54,18 @@ class Writer:
     @contextmanager
     def one_pass(self) -> Iterator[None]:
         """Tell the children created until the end of the block in one `Created` Event per cluster,
-        whatever ends the block (what was created was created)."""
+        sent when the block ends, whatever ends it (what was created was created)."""
         created: list[tuple[Obj, str]] = []
-        self._pass.created = created
+        outer, self._pass.created = getattr(self._pass, "created", None), created
         try:
             yield
         finally:
-            self._pass.created = None
-            told: dict[str, tuple[Obj, list[str]]] = {}
+            self._pass.created = outer
+            told: dict[tuple[str | None, ...], tuple[Obj, list[str]]] = {}
             for cluster, what in created:
-                told.setdefault(cluster["metadata"]["uid"], (cluster, []))[1].append(what)
+                meta = cluster["metadata"]
+                who = (meta.get("namespace"), meta.get("name"), meta.get("uid"))
+                told.setdefault(who, (cluster, []))[1].append(what)
             for cluster, whats in told.values():
                 self.event(cluster, "Normal", "Created", f"created {', '.join(whats)}")
 

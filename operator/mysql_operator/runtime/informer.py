@@ -227,6 +227,11 @@ class Informer:
             raws = [self._store[key] for key in self._index.select(namespace, labels)]
         return [_decode(raw) for raw in raws]
 
+    def select_keys(self, namespace: str | None, labels: dict[str, str]) -> list[Key]:
+        """The keys `select` would answer with, parsing nothing."""
+        with self._lock:
+            return self._index.select(namespace, labels)
+
     def keys(self) -> list[Key]:
         """Keys of every cached object (no parsing: what a resync needs)."""
         with self._lock:

@@ -77,7 +77,8 @@ class MultiNamespaceInformer:
         if namespace is not None:
             informer = self._by_namespace.get(namespace)
             return [] if informer is None else informer.select(namespace, labels)
-        return [obj for informer in self._by_namespace.values() for obj in informer.select(None, labels)]
+        found = [obj for informer in self._by_namespace.values() for obj in informer.select(None, labels)]
+        return sorted(found, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
 
     def keys(self) -> list[Key]:
         keys: list[Key] = []
