@@ -496,6 +496,7 @@ def test_select_follows_watch_events(run: Any) -> None:
     assert selected(informer, "ns", {"cluster": "two"}) == ["b", "c"]
     assert selected(informer, "elsewhere", {"cluster": "two"}) == []
     assert selected(informer, None, {}) == ["b", "c"]
+    assert informer.select_keys("ns", {"cluster": "two"}) == [Key("ns/b"), Key("ns/c")]
 
 
 def test_select_follows_a_relist(run: Any) -> None:

@@ -41,5 +41,5 @@ def test_a_relabelled_object_moves_and_a_removed_one_goes() -> None:
     found.put(A, None)  # its labels all removed
     assert found.select("ns", {"app": "db"}) == []
     assert found.select("ns", {}) == [A]
-    found.clear()
-    assert found.select(None, {}) == []
+    found.remove(A)
+    assert found.select(None, {}) == [C]

@@ -39,10 +39,6 @@ class LabelIndex:
                 if not keys:
                     del self._keys[term]
 
-    def clear(self) -> None:
-        self._labels.clear()
-        self._keys.clear()
-
     def select(self, namespace: str | None, wanted: Labels) -> list[Key]:
         """Keys in `namespace` (None: any) whose labels hold every `wanted` term (none: every key)."""
         if wanted:
