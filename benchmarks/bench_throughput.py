@@ -2,15 +2,21 @@
 
     python benchmarks/bench_throughput.py [--sizes 100,300,1000] [--default-limits]
     python benchmarks/bench_throughput.py --sizes 1000 --peer-kwok /path/to/kwok --repeat 2
+    python benchmarks/bench_throughput.py --sizes 1000 --peer-volume-stages --repeat 3
     python benchmarks/bench_throughput.py --workload deployment --sizes 10000
     python benchmarks/bench_throughput.py --workload pods --sizes 1000,10000
 
 For each N a fresh plane with all components (kwok nodes, the default rate limits of this harness)
 gets N StatefulSets (1 replica, 1 PVC from a volumeClaimTemplate) created directly, and the time
-until every one reports readyReplicas=1 is measured: StatefulSets/s and pods/s. `--default-limits`
+until every one reports readyReplicas=1 is measured: StatefulSets/s and pods/s. Readiness is followed
+with one watch (`--observer list`: a list of all N every 0.5 s, as this script did before 2026-12-06;
+at 1,000 each list is a few MB of JSON for kube-apiserver to encode and this process to parse, on the
+same two cores as the plane). `--default-limits`
 runs the same with kube-controller-manager's and kube-scheduler's upstream client limits (20/50 qps)
 for comparison in the same run. `--peer-kwok` runs the same with another kwok binary (another build, a
-patch left out; a `kwok.build` file beside it), `--repeat` times, alternating which goes first. Writes
+patch left out; a `kwok.build` file beside it), `--repeat` times, alternating which goes first.
+`--peer-volume-stages` runs the same with kwok's own volume stages in full, binding claims beside the
+controller-manager's PV binder (the plane before envtest.plane.kwok.as_provisioner). Writes
 benchmarks/results/throughput.json (or `--out`) with raw samples.
 
 `--workload deployment`: one Deployment of N replicas instead (ReplicaSet controller, scheduler, kwok;
@@ -25,17 +31,20 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from benchmeta import ROOT, run_metadata
 
 from envtest import ControlPlane
+from envtest.plane import kwok as kwok_plane
 from envtest.plane.kwok import NODE_NAME
 
 RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
+PEER_VOLUME_STAGES = "kwok-binds-claims"
 UPSTREAM_LIMITS = {
     "kube-controller-manager": {"kube-api-qps": "20", "kube-api-burst": "30"},
     "kube-scheduler": {"kube-api-qps": "50", "kube-api-burst": "100"},
@@ -90,6 +99,17 @@ def pod(i: int) -> dict[str, Any]:
         "metadata": {"name": f"p{i}", "labels": {"app": "p"}},
         "spec": {"nodeName": NODE_NAME, "containers": [{"name": "c", "image": "example.invalid/c:1"}]},
     }
+
+
+@contextmanager
+def kwok_binds_claims() -> Iterator[None]:
+    """Planes started inside get kwok's volume stages in full, as before as_provisioner."""
+    cut = kwok_plane.as_provisioner
+    kwok_plane.as_provisioner = lambda stages: stages
+    try:
+        yield
+    finally:
+        kwok_plane.as_provisioner = cut
 
 
 def create_all(session: Any, url: str, bodies: Iterable[dict[str, Any]]) -> None:
@@ -151,8 +171,47 @@ def measure_workload(workload: str, n: int) -> dict[str, Any]:
         }
 
 
+def watch_ready(session: Any, base: str, n: int, began: float) -> tuple[int, float]:
+    """Follow the StatefulSets with one watch until n report readyReplicas=1 or 900 s from `began`
+    have passed: (ready, seconds since `began`). A list gives the start and is made again if the
+    watch's resourceVersion expires."""
+    deadline = began + 900
+    ready: set[str] = set()
+    resource_version = ""
+    while len(ready) < n and time.monotonic() < deadline:
+        if not resource_version:
+            listed = session.get(base, timeout=60).json()
+            resource_version = listed["metadata"]["resourceVersion"]
+            ready = {s["metadata"]["name"] for s in listed["items"] if _one_ready(s)}
+            continue
+        params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": "60"}
+        with session.get(base, params=params, stream=True, timeout=(10, 90)) as stream:
+            for line in stream.iter_lines():
+                event = json.loads(line)
+                if event["type"] == "ERROR":  # 410 Gone: list again
+                    resource_version = ""
+                    break
+                obj = event["object"]
+                resource_version = obj["metadata"]["resourceVersion"]
+                name = obj["metadata"]["name"]
+                if event["type"] != "DELETED" and _one_ready(obj):
+                    ready.add(name)
+                else:
+                    ready.discard(name)
+                if len(ready) == n or time.monotonic() > deadline:
+                    break
+    return len(ready), time.monotonic() - began
+
+
+def _one_ready(statefulset: dict[str, Any]) -> bool:
+    return (statefulset.get("status") or {}).get("readyReplicas") == 1
+
+
 def measure(
-    n: int, extra_args: dict[str, dict[str, str | None]] | None, kwok: Path | None = None
+    n: int,
+    extra_args: dict[str, dict[str, str | None]] | None,
+    kwok: Path | None = None,
+    observer: str = "watch",
 ) -> dict[str, Any]:
     paths = {"kwok": kwok} if kwok else None
     with ControlPlane("all", extra_args=extra_args, binary_paths=paths, progress=lambda _m: None) as plane:
@@ -164,13 +223,18 @@ def measure(
         create_all(session, base, (statefulset(i) for i in range(n)))
         created = time.monotonic() - began
 
-        def done() -> int:
-            items = session.get(base, timeout=60).json()["items"]
-            return sum(1 for s in items if (s.get("status") or {}).get("readyReplicas") == 1)
+        if observer == "watch":
+            ready, seconds = watch_ready(session, base, n, began)
+        else:
 
-        ready, seconds = wait_all(done, n, began, interval=0.5)
+            def done() -> int:
+                items = session.get(base, timeout=60).json()["items"]
+                return sum(1 for s in items if (s.get("status") or {}).get("readyReplicas") == 1)
+
+            ready, seconds = wait_all(done, n, began, interval=0.5)
         return {
             "n": n,
+            "observer": observer,
             "all_ready": ready == n,
             "ready": ready,
             "create_seconds": round(created, 2),
@@ -187,7 +251,16 @@ def main() -> int:
     parser.add_argument("--sizes", default="100,300,1000")
     parser.add_argument("--default-limits", action="store_true", help="also run with upstream client limits")
     parser.add_argument("--peer-kwok", type=Path, help="also run with this kwok binary")
+    parser.add_argument(
+        "--peer-volume-stages", action="store_true", help="also run with kwok's volume stages in full"
+    )
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--observer",
+        choices=("watch", "list"),
+        default="watch",
+        help="statefulsets: follow readiness with one watch, or list them every 0.5 s (before 2026-12-06)",
+    )
     parser.add_argument(
         "--out", type=Path, help=f"default {RESULTS.name}, throughput_<workload>.json for the others"
     )
@@ -201,8 +274,8 @@ def main() -> int:
             else RESULTS.with_name(f"throughput_{args.workload}.json")
         )
     if args.workload != "statefulsets":
-        if args.default_limits or args.peer_kwok:
-            parser.error(f"--workload {args.workload}: --default-limits and --peer-kwok are for statefulsets")
+        if args.default_limits or args.peer_kwok or args.peer_volume_stages:
+            parser.error(f"--workload {args.workload}: the peers are for statefulsets")
         for n in (int(x) for x in args.sizes.split(",")):
             for repeat in range(args.repeat):
                 sample = {"repeat": repeat, **measure_workload(args.workload, n)}
@@ -216,10 +289,14 @@ def main() -> int:
         variants.append(("upstream-limits", UPSTREAM_LIMITS, None))
     if args.peer_kwok:
         variants.append((f"kwok {args.peer_kwok}", None, args.peer_kwok))
+    if args.peer_volume_stages:
+        variants.append((PEER_VOLUME_STAGES, None, None))
     for n in (int(x) for x in args.sizes.split(",")):
         for repeat in range(args.repeat):
             for name, extra, kwok in variants if repeat % 2 == 0 else variants[::-1]:
-                sample = {"limits": name, "repeat": repeat, **measure(n, extra, kwok)}
+                stages = kwok_binds_claims() if name == PEER_VOLUME_STAGES else nullcontext()
+                with stages:
+                    sample = {"limits": name, "repeat": repeat, **measure(n, extra, kwok, args.observer)}
                 print(json.dumps(sample), file=sys.stderr, flush=True)
                 result["runs"].append(sample)
     args.out.parent.mkdir(parents=True, exist_ok=True)

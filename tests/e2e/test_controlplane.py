@@ -112,6 +112,43 @@ def test_statefulset_with_volume_claims_becomes_ready(api: Any, namespace: str) 
     assert {c["status"]["phase"] for c in claims} == {"Bound"}
 
 
+def test_a_claim_is_provisioned_by_kwok_bound_by_the_binder_and_its_volume_deleted_after_it(
+    api: Any, namespace: str
+) -> None:
+    """The split of a real cluster: the controller-manager's PV binder hands the claim to the
+    StorageClass's provisioner (kwok), which makes a volume pre-bound to it; the binder binds them,
+    releases the volume once the claim is deleted, and kwok deletes it."""
+    claims = f"api/v1/namespaces/{namespace}/persistentvolumeclaims"
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    claim = api.create(claims, {"metadata": {"name": "solo"}, "spec": spec})
+    uid = claim["metadata"]["uid"]
+
+    def bound() -> None:
+        live = api.get(f"{claims}/solo")
+        assert_matches(live, {"spec": {"volumeName": f"pvc-{uid}"}, "status": {"phase": "Bound"}})
+        annotations = live["metadata"]["annotations"]
+        assert annotations["volume.kubernetes.io/storage-provisioner"] == "kwok.x-k8s.io/volume"
+        assert annotations["pv.kubernetes.io/bind-completed"] == "yes"
+        # The binder's writes, not kwok's: kwok's own stages patch the claim beside the binder.
+        writers = {f["manager"] for f in live["metadata"]["managedFields"]}
+        assert "kwok" not in writers, writers
+
+    eventually(bound, timeout=api.timeouts(30))
+    volume = api.get(f"api/v1/persistentvolumes/pvc-{uid}")
+    assert_matches(volume, {"spec": {"claimRef": {"uid": uid, "name": "solo"}}, "status": {"phase": "Bound"}})
+    assert volume["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == "kwok.x-k8s.io/volume"
+    events = api.items(f"api/v1/namespaces/{namespace}/events")
+    reasons = {e["reason"] for e in events if e["involvedObject"].get("uid") == uid}
+    assert "ClaimLost" not in reasons, reasons
+
+    api.delete(f"{claims}/solo")
+
+    def volume_gone() -> None:
+        assert api.get(f"api/v1/persistentvolumes/pvc-{uid}") is None, "volume still there"
+
+    eventually(volume_gone, timeout=api.timeouts(30))
+
+
 def test_deployment_pods_become_ready(api: Any, namespace: str) -> None:
     labels = {"app": "web"}
     api.create(

@@ -4,6 +4,7 @@ component lists, artifact folder names."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -128,7 +129,7 @@ def test_missing_crd_path_is_named(tmp_path: Path) -> None:
         crds.load([tmp_path / "nope.yaml"])
 
 
-def _stage(name: str, kind: str = "Pod") -> dict[str, object]:
+def _stage(name: str, kind: str = "Pod") -> dict[str, Any]:
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "Stage",
@@ -144,7 +145,7 @@ def stages_dir(tmp_path: Path) -> Path:
         "node/heartbeat-with-lease": [_stage("node-heartbeat-with-lease", "Node")],
         "pod/fast": [_stage("pod-ready"), _stage("pod-complete"), _stage("pod-delete")],
         "volume/fast": [
-            _stage("pvc-provision", "PersistentVolumeClaim"),
+            _volume_stages()[1],
             {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "kwok-volume"}},
         ],
     }
@@ -174,6 +175,62 @@ def test_kwok_bad_job_pods_value_and_missing_stage_set_are_clear(stages_dir: Pat
         kwok.stage_config(stages_dir, "finish")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="kwok stage set missing"):
         kwok.stage_config(tmp_path / "empty", "complete")
+
+
+def _volume_stages() -> list[dict[str, Any]]:
+    provision = _stage("pvc-provision", "PersistentVolumeClaim")
+    provision["spec"] = {
+        "resourceRef": {"apiGroup": "v1", "kind": "PersistentVolumeClaim"},
+        "selector": {"matchExpressions": [{"cel": {"expression": "!has(self.spec.volumeName)"}}]},
+        "steps": [
+            {"apply": {"template": "kind: PersistentVolume"}},
+            {"patch": {"root": "metadata", "template": "annotations: {}"}},
+            {"patch": {"root": "spec", "template": "volumeName: v"}},
+            {"patch": {"root": "status", "subresource": "status", "template": "phase: Bound"}},
+        ],
+    }
+    return [
+        _stage("pod-ready"),
+        provision,
+        _stage("pv-bind", "PersistentVolume"),
+        _stage("pvc-delete", "PersistentVolumeClaim"),
+        _stage("pv-delete", "PersistentVolume"),
+    ]
+
+
+def test_with_the_pv_binder_kwok_only_provisions_volumes_for_claims_handed_to_it() -> None:
+    stages = _volume_stages()
+    kept = kwok.as_provisioner(stages)
+    assert [s["metadata"]["name"] for s in kept] == ["pod-ready", "pvc-provision", "pv-delete"]
+    provision = kept[1]["spec"]
+    assert provision["steps"] == [{"apply": {"template": "kind: PersistentVolume"}}]
+    assert provision["selector"]["matchAnnotations"] == {
+        "volume.kubernetes.io/storage-provisioner": "kwok.x-k8s.io/volume"
+    }
+    assert provision["selector"]["matchExpressions"] == [
+        {"cel": {"expression": "!has(self.spec.volumeName)"}}
+    ]
+    assert len(stages[1]["spec"]["steps"]) == 4, "kwok's own stage is left as loaded"
+
+
+def test_kwok_stage_config_cuts_volume_stages_only_with_the_binder(stages_dir: Path) -> None:
+    for extra in ("pv-bind", "pvc-delete"):
+        (stages_dir / "volume/fast" / f"{extra}.yaml").write_text(
+            yaml.safe_dump(_stage(extra, "PersistentVolume"))
+        )
+    names = lambda binder: {  # noqa: E731
+        s["metadata"]["name"]
+        for s in yaml.safe_load_all(kwok.stage_config(stages_dir, "complete", binder=binder))
+    }
+    assert {"pv-bind", "pvc-delete"} <= names(False)
+    assert not {"pv-bind", "pvc-delete"} & names(True)
+
+
+def test_a_provision_stage_of_another_shape_is_named() -> None:
+    stages = _volume_stages()
+    stages[1]["spec"]["steps"] = [{"patch": {"root": "status", "template": "phase: Bound"}}]
+    with pytest.raises(ConfigError, match="kwok stage pvc-provision: expected one apply step"):
+        kwok.as_provisioner(stages)
 
 
 def test_flags_later_layers_win_and_none_removes() -> None:

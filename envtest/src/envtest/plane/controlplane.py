@@ -518,7 +518,7 @@ class ControlPlane:
     def _start_kwok(self, binary: Path) -> None:
         stages_dir = binaries.kwok_stages_dir(self.version)
         config = self.workdir / "kwok-stages.yaml"
-        text = kwok.stage_config(stages_dir, self.job_pods)
+        text = kwok.stage_config(stages_dir, self.job_pods, binder=KCM in self.components)
         if self._serves_pod_streams:
             text += "---\n" + yaml.safe_dump_all(
                 streams.rules(self.pods_dir, exec_=self.pod_exec), sort_keys=False

@@ -6,6 +6,7 @@ The stage definitions are kwok's own YAML files, copied out of its Go module at 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,15 @@ JobPods = Literal["complete", "hold"]
 
 # kwok's "fast" profile: no artificial delays, so tests wait on controllers rather than on jitter.
 STAGE_SETS: tuple[str, ...] = ("node/fast", "node/heartbeat-with-lease", "pod/fast", "volume/fast")
+
+# The volume stages that do the controller-manager's PV binder's work: binding a claim and its volume,
+# and releasing a volume whose claim is being deleted. Left out when the controller-manager runs.
+BINDER_STAGES: frozenset[str] = frozenset({"pv-bind", "pvc-delete"})
+PROVISION_STAGE = "pvc-provision"
+PROVISIONER = "kwok.x-k8s.io/volume"
+PROVISIONER_ANNOTATION = "volume.kubernetes.io/storage-provisioner"
+"""The StorageClass's provisioner in kwok's volume stages: the name the PV binder writes on a claim
+(`volume.kubernetes.io/storage-provisioner`) when it hands the claim to an external provisioner."""
 
 # The stage that moves Job-owned pods from Running to Succeeded; left out in "hold" mode so a test
 # can keep a Job running (e.g. a final backup that a finalizer waits for) and decide its outcome itself.
@@ -58,14 +68,51 @@ def load_stage_documents(stages_dir: Path) -> tuple[list[dict[str, Any]], list[d
     return stages, objects
 
 
-def stage_config(stages_dir: Path, job_pods: JobPods) -> str:
-    """The multi-document YAML given to `kwok --config`."""
+def stage_config(stages_dir: Path, job_pods: JobPods, *, binder: bool = False) -> str:
+    """The multi-document YAML given to `kwok --config`. `binder`: the controller-manager runs, and
+    its PV binder binds claims (as_provisioner)."""
     if job_pods not in ("complete", "hold"):
         raise ConfigError(f"job_pods must be 'complete' or 'hold', not {job_pods!r}")
     stages, _ = load_stage_documents(stages_dir)
     if job_pods == "hold":
         stages = [s for s in stages if s["metadata"]["name"] != POD_COMPLETE_STAGE]
+    if binder:
+        stages = as_provisioner(stages)
     return yaml.safe_dump_all(stages, sort_keys=False)
+
+
+def as_provisioner(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """kwok's volume stages cut down to an external provisioner's part, for a plane whose
+    controller-manager runs the PV binder.
+
+    kwok's own stages bind each claim themselves: they create its volume and patch the claim's
+    annotations, volumeName and status, while the binder works on the same claim. The two fight:
+    in one run of 100 StatefulSets, 4.5 writes of kwok's and 1.5 conflicts of the binder's per
+    claim, and 14 claims marked Lost for a moment. On a real cluster the work is split: the binder
+    hands a claim to the StorageClass's provisioner by annotating it, the provisioner creates a
+    volume pre-bound to the claim (claimRef), and the binder binds the two; when the claim is
+    gone the binder releases the volume and the provisioner deletes it. So here: the provision
+    stage keeps only its first step (creating the volume, kwok's template unchanged) and waits for
+    the binder's annotation; the stages doing the binder's part (BINDER_STAGES) are left out; the
+    stage deleting a released volume stays."""
+    kept: list[dict[str, Any]] = []
+    for stage in stages:
+        name = stage["metadata"]["name"]
+        if name in BINDER_STAGES:
+            continue
+        if name == PROVISION_STAGE:
+            stage = copy.deepcopy(stage)
+            spec = stage["spec"]
+            applies = [step for step in spec.get("steps") or [] if "apply" in step]
+            if len(applies) != 1:
+                raise ConfigError(
+                    f"kwok stage {name}: expected one apply step (the volume), found {len(applies)}"
+                )
+            spec["steps"] = applies
+            annotations = spec.setdefault("selector", {}).setdefault("matchAnnotations", {})
+            annotations[PROVISIONER_ANNOTATION] = PROVISIONER
+        kept.append(stage)
+    return kept
 
 
 NODE_CAPACITY: dict[str, str] = {"cpu": "1k", "memory": "16Ti", "pods": "10k", "ephemeral-storage": "100Ti"}
