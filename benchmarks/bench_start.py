@@ -1,6 +1,7 @@
 """Start time of a plane against controller-runtime's envtest, on the same binaries and CRDs.
 
     python benchmarks/bench_start.py [--pairs 15]
+    python benchmarks/bench_start.py --pairs 12 --against-src <another checkout> --out <file>
 
 Both start etcd + kube-apiserver, install api/crd and are ready when /readyz is ok and every CRD is
 Established and served by discovery. Each side runs in a fresh process and times its own start (the
@@ -10,6 +11,9 @@ and max. The peer is benchmarks/peers/crenvtest, built here from the Go module p
 Ours starts etcd from a plane template (envtest.plane.template); the one start that makes it, after
 the templates are removed, is recorded beside the pairs as `first_start_seconds` (once per binaries).
 Writes benchmarks/results/start.json with every raw sample.
+
+`--against-src DIR`: the peer is this harness from another checkout instead (DIR/envtest/src first on
+PYTHONPATH; same binaries, same templates): what a change to the start bought, pair by pair.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmeta import ROOT, run_metadata
 
@@ -34,6 +39,7 @@ CRDS = ROOT / "api" / "crd"
 
 OURS = """
 import json, sys, time
+import envtest
 from envtest import ControlPlane
 plane = ControlPlane("minimal", crds=[sys.argv[1]], progress=lambda _m: None)
 began = time.monotonic()
@@ -41,7 +47,8 @@ plane.start()
 started = time.monotonic() - began
 began = time.monotonic()
 plane.stop()
-print(json.dumps({"start_seconds": started, "stop_seconds": time.monotonic() - began}))
+stopped = time.monotonic() - began
+print(json.dumps({"start_seconds": started, "stop_seconds": stopped, "module": envtest.__file__}))
 """
 
 
@@ -54,7 +61,7 @@ def build_peer() -> Path:
     return out
 
 
-def run_json(argv: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+def run_json(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -66,24 +73,36 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--against-src", type=Path, metavar="DIR", help="peer: this harness from DIR")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     paths = binaries.resolve_all(["etcd", "kube-apiserver"])
     assets = paths["kube-apiserver"].parent
     if paths["etcd"].parent != assets:
         raise SystemExit("etcd and kube-apiserver must share a directory for the peer's KUBEBUILDER_ASSETS")
-    peer = build_peer()
     ours_argv = [sys.executable, "-c", OURS, str(CRDS)]
-    peer_argv = [str(peer), "--assets", str(assets), "--crds", str(CRDS)]
+    peer_env: dict[str, str] | None = None
+    if args.against_src:
+        src = (args.against_src / "envtest" / "src").resolve()
+        peer_argv, peer_env = ours_argv, {**os.environ, "PYTHONPATH": str(src)}
+        peer_name = f"this harness from {args.against_src} (PYTHONPATH={src})"
+    else:
+        peer_argv = [str(build_peer()), "--assets", str(assets), "--crds", str(CRDS)]
+        peer_name = "sigs.k8s.io/controller-runtime/pkg/envtest (benchmarks/peers/crenvtest/go.mod)"
     meta = run_metadata()
-    shutil.rmtree(template.root(paths["kube-apiserver"]), ignore_errors=True)
-    first = run_json(ours_argv)
-    print(f"first start, template made: {first}", file=sys.stderr, flush=True)
+    first: dict[str, Any] = {}
+    if not args.against_src:
+        shutil.rmtree(template.root(paths["kube-apiserver"]), ignore_errors=True)
+        first = run_json(ours_argv)
+        print(f"first start, template made: {first}", file=sys.stderr, flush=True)
     samples: list[dict[str, float]] = []
     for i in range(args.pairs):
         order = ("ours", "peer") if i % 2 == 0 else ("peer", "ours")
         pair: dict[str, float] = {}
         for side in order:
-            result = run_json(ours_argv if side == "ours" else peer_argv)
+            result = run_json(ours_argv, None) if side == "ours" else run_json(peer_argv, peer_env)
+            if args.against_src and side == "peer" and not result["module"].startswith(str(src)):
+                raise SystemExit(f"the peer imported envtest from {result['module']}, not {src}")
             pair[side] = round(result["start_seconds"], 4)
             pair[f"{side}_stop"] = round(result["stop_seconds"], 4)
         pair["ratio"] = round(pair["ours"] / pair["peer"], 4)
@@ -93,7 +112,7 @@ def main() -> int:
     result = {
         **meta,
         "kubernetes": binaries.k8s_version(),
-        "peer": "sigs.k8s.io/controller-runtime/pkg/envtest (benchmarks/peers/crenvtest/go.mod)",
+        "peer": peer_name,
         "pairs": args.pairs,
         "ratio_ours_over_peer": {
             "median": round(statistics.median(ratios), 3),
@@ -104,15 +123,15 @@ def main() -> int:
             "ours": round(statistics.median(p["ours"] for p in samples), 3),
             "peer": round(statistics.median(p["peer"] for p in samples), 3),
         },
-        "first_start_seconds": round(first["start_seconds"], 3),
+        "first_start_seconds": round(first["start_seconds"], 3) if first else None,
         "stop_seconds_median": {
             "ours": round(statistics.median(p["ours_stop"] for p in samples), 3),
             "peer": round(statistics.median(p["peer_stop"] for p in samples), 3),
         },
         "samples": samples,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
     return 0
 
