@@ -31,12 +31,15 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import psutil
+from bench_requests import apiserver_counts
 from benchmeta import ROOT, run_metadata
 
 from envtest import ControlPlane
@@ -207,6 +210,60 @@ def _one_ready(statefulset: dict[str, Any]) -> bool:
     return (statefulset.get("status") or {}).get("readyReplicas") == 1
 
 
+class Accounting:
+    """Who did what while the StatefulSets came up: kube-apiserver's requests (its
+    `apiserver_request_total`, by verb and resource), each component's CPU seconds, the writes in the
+    plane's audit log by user (the record keeps every component's writes), and the namespace's Events by
+    reason. Taken after the last one is ready, so the plane's later housekeeping is not in it."""
+
+    def __init__(self, plane: ControlPlane, namespace: str) -> None:
+        self.plane, self.namespace = plane, namespace
+        self.session = plane.admin_session()
+        self.requests = apiserver_counts(self.session, plane.server)
+        self.processes = {
+            name: psutil.Process(proc.pid) for name, proc in plane.processes.items() if proc.pid
+        }
+        self.cpu = {name: _cpu_seconds(p) for name, p in self.processes.items()}
+
+    def finish(self, n: int) -> dict[str, Any]:
+        requests = apiserver_counts(self.session, self.plane.server) - self.requests
+        by_request = {" ".join(filter(None, key)): count for key, count in requests.most_common()}
+        cpu = {name: round(_cpu_seconds(p) - self.cpu[name], 1) for name, p in self.processes.items()}
+        url = f"{self.plane.server}/api/v1/namespaces/{self.namespace}/events"
+        events: Counter[str] = Counter()
+        for event in self.session.get(url, timeout=60).json()["items"]:
+            source = event.get("reportingComponent") or (event.get("source") or {}).get("component") or "?"
+            events[f"{source} {event['reason']}"] += int(event.get("count") or 1)
+        return {
+            "requests_per_statefulset": round(sum(requests.values()) / n, 2),
+            "requests": by_request,
+            "cpu_seconds": cpu,
+            "audited_writes": self._audited_writes(),
+            "events": dict(events.most_common()),
+        }
+
+    def _audited_writes(self) -> dict[str, int]:
+        """Writes in the audit log (the record), by user, verb, resource and response code."""
+        writes: Counter[str] = Counter()
+        if self.plane.audit_log is None or not self.plane.audit_log.exists():
+            return {}
+        with self.plane.audit_log.open() as log:
+            for line in log:
+                event = json.loads(line)
+                if event.get("stage") != "ResponseComplete" or event["verb"] in ("get", "list", "watch"):
+                    continue
+                ref = event.get("objectRef") or {}
+                resource = "/".join(filter(None, (ref.get("resource"), ref.get("subresource"))))
+                code = (event.get("responseStatus") or {}).get("code")
+                writes[f"{event['user']['username']} {event['verb']} {resource} {code}"] += 1
+        return dict(writes.most_common())
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
 def measure(
     n: int,
     extra_args: dict[str, dict[str, str | None]] | None,
@@ -219,6 +276,7 @@ def measure(
         ns = "bench"
         session.post(f"{plane.server}/api/v1/namespaces", json={"metadata": {"name": ns}}, timeout=10)
         base = f"{plane.server}/apis/apps/v1/namespaces/{ns}/statefulsets"
+        accounting = Accounting(plane, ns)
         began = time.monotonic()
         create_all(session, base, (statefulset(i) for i in range(n)))
         created = time.monotonic() - began
@@ -241,6 +299,7 @@ def measure(
             "ready_seconds": round(seconds, 2),
             "statefulsets_per_second": round(ready / seconds, 2),
             "pods_per_second": round(ready / seconds, 2),  # one replica each
+            **accounting.finish(n),
         }
 
 

@@ -66,6 +66,22 @@ def writes(manager: Any) -> float:
     return float(manager.api_requests(verb=WRITE_VERBS))
 
 
+def settled_writes(manager: Any, timeout: float) -> float:
+    """The operator's write count once it held over a whole 1 s poll. The pass that wrote a state a test
+    waited for may still have writes on their way (Events leave on the recorder's own thread): a hold that
+    starts from this count sees only writes made after it. A write loop never lets the count hold."""
+    seen: list[float | None] = [None]  # the first look only counts: a hold needs two, a poll apart
+
+    def held() -> None:
+        now = writes(manager)
+        previous, seen[0] = seen[0], now
+        assert now == previous, "the last pass's writes are still landing"
+
+    eventually(held, timeout=timeout, interval=1.0, description="the operator's writes settled")
+    assert seen[0] is not None
+    return seen[0]
+
+
 def reconciles(manager: Any) -> float:
     """Reconciles the operator has finished, whatever their outcome."""
     total = 0.0

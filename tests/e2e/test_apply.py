@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from mysqlkit import MySQLClusters, sample, writes
+from mysqlkit import MySQLClusters, sample, settled_writes, writes
 
 from envtest import OperatorRunner, consistently, eventually
 from envtest.clusters import Cluster
@@ -115,10 +115,15 @@ def test_another_writers_sidecar_survives_our_apply_and_causes_no_write_loop(
         ours = [c["name"] for c in resources.statefulset(cr)["spec"]["template"]["spec"]["containers"]]
         assert names == [*ours, "sidecar"], names
         assert mysqld(mysql)["image"] == "mysql:8.4"
+        # The rollout is over: the hold below is about the operator, not the StatefulSet controller.
+        status = sts.get("status") or {}
+        assert status.get("observedGeneration") == sts["metadata"]["generation"], status
+        assert status.get("updateRevision") == status.get("currentRevision"), status
+        assert status.get("readyReplicas") == sts["spec"]["replicas"], status
 
     eventually(converged_with_sidecar, timeout=mysql.timeouts(30))
     mysql.wait_running("sample")
-    before = writes(operator.operator)
+    before = settled_writes(operator.operator, timeout=mysql.timeouts(30))
 
     def quiet() -> None:
         assert writes(operator.operator) == before, "the operator keeps writing: it fights the sidecar"

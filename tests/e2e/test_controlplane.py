@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s_client
 from mysqlkit import Timeouts
 
-from envtest import assert_matches, eventually
+from envtest import ControlPlane, assert_matches, eventually
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "api" / "crd"
 
@@ -147,6 +147,26 @@ def test_a_claim_is_provisioned_by_kwok_bound_by_the_binder_and_its_volume_delet
         assert api.get(f"api/v1/persistentvolumes/pvc-{uid}") is None, "volume still there"
 
     eventually(volume_gone, timeout=api.timeouts(30))
+
+
+def test_without_the_controller_manager_kwok_binds_claims_itself() -> None:
+    """No PV binder in the plane: kwok's volume stages in full bind the claim."""
+    timeouts = Timeouts("local")
+    with ControlPlane(["kwok"], progress=lambda _m: None) as plane:
+        session = plane.admin_session()
+        claims = f"{plane.server}/api/v1/namespaces/default/persistentvolumeclaims"
+        spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+        created = session.post(
+            claims, json={"metadata": {"name": "solo"}, "spec": spec}, timeout=timeouts(10)
+        )
+        assert created.status_code == 201, created.text[:300]
+        uid = created.json()["metadata"]["uid"]
+
+        def bound() -> None:
+            live = session.get(f"{claims}/solo", timeout=timeouts(10)).json()
+            assert_matches(live, {"spec": {"volumeName": f"pvc-{uid}"}, "status": {"phase": "Bound"}})
+
+        eventually(bound, timeout=timeouts(30))
 
 
 def test_deployment_pods_become_ready(api: Any, namespace: str) -> None:

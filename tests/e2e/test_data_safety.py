@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from mysqlkit import RETAINED, MySQLClusters, controller_ref, sample, writes
+from mysqlkit import RETAINED, MySQLClusters, controller_ref, sample, settled_writes, writes
 from pykube.exceptions import HTTPError
 
 from envtest import OperatorRunner, assert_matches, condition, consistently, eventually
@@ -166,17 +166,7 @@ def test_a_storage_change_over_an_adopted_statefulset_is_reported_not_retried(
     eventually(adopted_and_reported, timeout=mysql.timeouts(60))
     mysql.wait_running("sample")  # both replicas up: the data is safe, only the change is refused
     degraded_with(mysql, "StorageImmutable")
-    # The pass that wrote Running may still have Events on their way (they leave on their own thread):
-    # start from a count that held for a whole poll. A write loop would never let it hold.
-    seen: list[float | None] = [None]  # the first look only counts: a hold needs two, a poll apart
-
-    def held() -> None:
-        now = writes(operator.operator)
-        previous, seen[0] = seen[0], now
-        assert now == previous, "the last pass's writes are still landing"
-
-    eventually(held, timeout=mysql.timeouts(30), interval=1.0)
-    before = seen[0]
+    before = settled_writes(operator.operator, timeout=mysql.timeouts(30))
 
     def quiet() -> None:
         assert writes(operator.operator) == before, "the operator keeps writing: a 422 loop"

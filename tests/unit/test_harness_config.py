@@ -233,6 +233,16 @@ def test_a_provision_stage_of_another_shape_is_named() -> None:
         kwok.as_provisioner(stages)
 
 
+def test_the_pv_binder_runs_unless_the_controllers_flag_leaves_it_out() -> None:
+    defaults = flags.CONTROLLER_MANAGER_FLAGS
+    assert flags.runs_pv_binder(defaults)
+    assert flags.runs_pv_binder(defaults, {"controllers": None})  # the flag removed: upstream's "*"
+    assert flags.runs_pv_binder(defaults, {"controllers": "statefulset-controller,persistentvolume-binder"})
+    assert not flags.runs_pv_binder(defaults, {"controllers": "*,-persistentvolume-binder-controller"})
+    assert not flags.runs_pv_binder(defaults, {"controllers": "*, -persistentvolume-binder"})
+    assert not flags.runs_pv_binder(defaults, {"controllers": "statefulset-controller"})
+
+
 def test_flags_later_layers_win_and_none_removes() -> None:
     argv = flags.render({"a": "1", "b": "2"}, {"b": "3", "c": None}, {"a": None})
     assert argv == ["--b=3"]

@@ -518,7 +518,10 @@ class ControlPlane:
     def _start_kwok(self, binary: Path) -> None:
         stages_dir = binaries.kwok_stages_dir(self.version)
         config = self.workdir / "kwok-stages.yaml"
-        text = kwok.stage_config(stages_dir, self.job_pods, binder=KCM in self.components)
+        binder = KCM in self.components and flags.runs_pv_binder(
+            flags.CONTROLLER_MANAGER_FLAGS, self.extra_args.get(KCM, {})
+        )
+        text = kwok.stage_config(stages_dir, self.job_pods, binder=binder)
         if self._serves_pod_streams:
             text += "---\n" + yaml.safe_dump_all(
                 streams.rules(self.pods_dir, exec_=self.pod_exec), sort_keys=False

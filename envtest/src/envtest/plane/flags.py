@@ -75,6 +75,22 @@ DEFAULT_FLAGS: Mapping[str, Flags] = {
 }
 
 
+PV_BINDER_NAMES = ("persistentvolume-binder-controller", "persistentvolume-binder")
+"""kube-controller-manager's PV binder, by its name and its alias in `--controllers`."""
+
+
+def runs_pv_binder(*layers: Mapping[str, str | None]) -> bool:
+    """Whether kube-controller-manager started with these flag layers runs the PV binder: named in
+    `--controllers`, or `*` there (the default) without `-<name>`."""
+    merged: Flags = {}
+    for layer in layers:
+        merged.update(layer)
+    names = {name.strip() for name in (merged.get("controllers") or "*").split(",")}
+    if any(f"-{name}" in names for name in PV_BINDER_NAMES):
+        return False
+    return "*" in names or any(name in names for name in PV_BINDER_NAMES)
+
+
 def render(*layers: Mapping[str, str | None]) -> list[str]:
     """`--name=value` arguments; later layers win and a None value removes the flag."""
     merged: Flags = {}

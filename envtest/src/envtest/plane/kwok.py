@@ -87,8 +87,8 @@ def as_provisioner(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     kwok's own stages bind each claim themselves: they create its volume and patch the claim's
     annotations, volumeName and status, while the binder works on the same claim. The two fight:
-    in one run of 100 StatefulSets, 4.5 writes of kwok's and 1.5 conflicts of the binder's per
-    claim, and 14 claims marked Lost for a moment. On a real cluster the work is split: the binder
+    with 1,000 StatefulSets, kwok wrote 11.8 times per claim, the binder met 1.6 conflicts per claim,
+    and 140 claims were marked Lost for a moment. On a real cluster the work is split: the binder
     hands a claim to the StorageClass's provisioner by annotating it, the provisioner creates a
     volume pre-bound to the claim (claimRef), and the binder binds the two; when the claim is
     gone the binder releases the volume and the provisioner deletes it. So here: the provision
