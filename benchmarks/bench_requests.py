@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pykube
-import requests
-from prometheus_client.parser import text_string_to_metric_families
+from benchmeta import Key, apiserver_counts
 
 from envtest import ControlPlane
 from mysql_operator.controller.wiring import build_manager
@@ -40,22 +39,6 @@ KINDS = {
     ("batch", "cronjobs"),
 }
 WRITES = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
-Key = tuple[str, str, str, str]  # (verb, group, resource, subresource)
-
-
-def apiserver_counts(session: requests.Session, server: str) -> Counter[Key]:
-    text = session.get(f"{server}/metrics", timeout=30).text
-    counts: Counter[Key] = Counter()
-    for family in text_string_to_metric_families(text):
-        if family.name != "apiserver_request":
-            continue
-        for sample in family.samples:
-            if not sample.name.endswith("_total"):
-                continue
-            labels = sample.labels
-            key = (labels["verb"], labels.get("group", ""), labels["resource"], labels.get("subresource", ""))
-            counts[key] += int(sample.value)
-    return counts
 
 
 def ours(key: Key) -> bool:

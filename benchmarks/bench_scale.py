@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from bench_requests import WRITES, Key, apiserver_counts, ours
-from benchmeta import ROOT, run_metadata
+from bench_requests import WRITES, ours
+from benchmeta import ROOT, Key, apiserver_counts, run_metadata
 from peers import conformance, launch
 
 from envtest import ControlPlane, binaries

@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from bench_requests import apiserver_counts
-from benchmeta import ROOT, run_metadata
+from benchmeta import ROOT, apiserver_counts, run_metadata
 
 from envtest import ControlPlane
 from envtest.plane import kwok as kwok_plane
@@ -212,9 +211,11 @@ def _one_ready(statefulset: dict[str, Any]) -> bool:
 
 class Accounting:
     """Who did what while the StatefulSets came up: kube-apiserver's requests (its
-    `apiserver_request_total`, by verb and resource), each component's CPU seconds, the writes in the
-    plane's audit log by user (the record keeps every component's writes), and the namespace's Events by
-    reason. Taken after the last one is ready, so the plane's later housekeeping is not in it."""
+    `apiserver_request_total`, by verb and resource), each component's CPU seconds, the writes the
+    plane's audit log kept (by user; its policy keeps every component's writes but Events, Leases,
+    namespaces, ServiceAccounts and RBAC, envtest.record.policy), all three from the first create until
+    the last StatefulSet is ready; and the namespace's Events by reporter and reason (a series counted
+    by its count), read then, so ones still on their way are missed."""
 
     def __init__(self, plane: ControlPlane, namespace: str) -> None:
         self.plane, self.namespace = plane, namespace
@@ -224,32 +225,43 @@ class Accounting:
             name: psutil.Process(proc.pid) for name, proc in plane.processes.items() if proc.pid
         }
         self.cpu = {name: _cpu_seconds(p) for name, p in self.processes.items()}
+        log = plane.audit_log
+        self.audit_offset = log.stat().st_size if log is not None and log.exists() else 0
 
     def finish(self, n: int) -> dict[str, Any]:
         requests = apiserver_counts(self.session, self.plane.server) - self.requests
-        by_request = {" ".join(filter(None, key)): count for key, count in requests.most_common()}
         cpu = {name: round(_cpu_seconds(p) - self.cpu[name], 1) for name, p in self.processes.items()}
-        url = f"{self.plane.server}/api/v1/namespaces/{self.namespace}/events"
-        events: Counter[str] = Counter()
-        for event in self.session.get(url, timeout=60).json()["items"]:
-            source = event.get("reportingComponent") or (event.get("source") or {}).get("component") or "?"
-            events[f"{source} {event['reason']}"] += int(event.get("count") or 1)
+        audited = self._audited_writes()
+        by_request = {" ".join(filter(None, key)): count for key, count in requests.most_common()}
         return {
             "requests_per_statefulset": round(sum(requests.values()) / n, 2),
             "requests": by_request,
             "cpu_seconds": cpu,
-            "audited_writes": self._audited_writes(),
-            "events": dict(events.most_common()),
+            "audited_writes": audited,
+            "events": self._events(),
         }
 
+    def _events(self) -> dict[str, int]:
+        url = f"{self.plane.server}/apis/events.k8s.io/v1/namespaces/{self.namespace}/events"
+        events: Counter[str] = Counter()
+        for event in self.session.get(url, timeout=60).json()["items"]:
+            seen = (event.get("series") or {}).get("count") or event.get("deprecatedCount") or 1
+            events[f"{event.get('reportingController') or '?'} {event['reason']}"] += int(seen)
+        return dict(events.most_common())
+
     def _audited_writes(self) -> dict[str, int]:
-        """Writes in the audit log (the record), by user, verb, resource and response code."""
+        """Writes in the audit log since the first create, by user, verb, resource and response code.
+        Read while the plane still writes: a last line not yet whole is left out."""
         writes: Counter[str] = Counter()
-        if self.plane.audit_log is None or not self.plane.audit_log.exists():
+        log = self.plane.audit_log
+        if log is None or not log.exists():
             return {}
-        with self.plane.audit_log.open() as log:
-            for line in log:
-                event = json.loads(line)
+        with log.open("rb") as f:
+            f.seek(self.audit_offset)
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break
+                event = json.loads(raw)
                 if event.get("stage") != "ResponseComplete" or event["verb"] in ("get", "list", "watch"):
                     continue
                 ref = event.get("objectRef") or {}

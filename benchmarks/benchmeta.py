@@ -7,8 +7,12 @@ import datetime as dt
 import os
 import platform
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,3 +44,22 @@ def run_metadata() -> dict[str, Any]:
             "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
         },
     }
+
+
+Key = tuple[str, str, str, str]  # (verb, group, resource, subresource)
+
+
+def apiserver_counts(session: requests.Session, server: str) -> Counter[Key]:
+    """kube-apiserver's `apiserver_request_total`, summed by (verb, group, resource, subresource)."""
+    text = session.get(f"{server}/metrics", timeout=30).text
+    counts: Counter[Key] = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            labels = sample.labels
+            key = (labels["verb"], labels.get("group", ""), labels["resource"], labels.get("subresource", ""))
+            counts[key] += int(sample.value)
+    return counts

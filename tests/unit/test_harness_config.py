@@ -239,8 +239,12 @@ def test_the_pv_binder_runs_unless_the_controllers_flag_leaves_it_out() -> None:
     assert flags.runs_pv_binder(defaults, {"controllers": None})  # the flag removed: upstream's "*"
     assert flags.runs_pv_binder(defaults, {"controllers": "statefulset-controller,persistentvolume-binder"})
     assert not flags.runs_pv_binder(defaults, {"controllers": "*,-persistentvolume-binder-controller"})
-    assert not flags.runs_pv_binder(defaults, {"controllers": "*, -persistentvolume-binder"})
+    assert not flags.runs_pv_binder(defaults, {"controllers": "-persistentvolume-binder,*"})
     assert not flags.runs_pv_binder(defaults, {"controllers": "statefulset-controller"})
+    assert not flags.runs_pv_binder(defaults, {"controllers": ""}), "an empty list runs no controller"
+    # kube-controller-manager's order: the first entry naming the binder decides.
+    assert flags.runs_pv_binder(defaults, {"controllers": "persistentvolume-binder,-persistentvolume-binder"})
+    assert not flags.runs_pv_binder(defaults, {"enable-dynamic-provisioning": "false"})
 
 
 def test_flags_later_layers_win_and_none_removes() -> None:

@@ -80,15 +80,23 @@ PV_BINDER_NAMES = ("persistentvolume-binder-controller", "persistentvolume-binde
 
 
 def runs_pv_binder(*layers: Mapping[str, str | None]) -> bool:
-    """Whether kube-controller-manager started with these flag layers runs the PV binder: named in
-    `--controllers`, or `*` there (the default) without `-<name>`."""
+    """Whether kube-controller-manager started with these flag layers hands claims to provisioners:
+    its PV binder runs (`--controllers` read as kube-controller-manager reads it: the first entry naming
+    the binder, `name` or `-name`, decides; else `*` turns it on, as it is on by default; an empty value
+    runs no controller) and dynamic provisioning is not turned off."""
     merged: Flags = {}
     for layer in layers:
         merged.update(layer)
-    names = {name.strip() for name in (merged.get("controllers") or "*").split(",")}
-    if any(f"-{name}" in names for name in PV_BINDER_NAMES):
+    if merged.get("enable-dynamic-provisioning") == "false":
         return False
-    return "*" in names or any(name in names for name in PV_BINDER_NAMES)
+    value = merged.get("controllers")
+    entries = ["*"] if value is None else [e for e in value.split(",") if e]
+    for entry in entries:
+        if entry in PV_BINDER_NAMES:
+            return True
+        if entry.startswith("-") and entry[1:] in PV_BINDER_NAMES:
+            return False
+    return "*" in entries
 
 
 def render(*layers: Mapping[str, str | None]) -> list[str]:
