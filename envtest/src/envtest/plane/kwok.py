@@ -1,7 +1,9 @@
 """kwok's part of a control plane: which of kwok's own stages to load, and the fake Node it manages.
 
 The stage definitions are kwok's own YAML files, copied out of its Go module at install time
-(`binaries.kwok_stages_dir`), so what runs here is what kwok ships rather than a look-alike.
+(`binaries.kwok_stages_dir`), so what runs here is what kwok ships rather than a look-alike. Beside
+kube-controller-manager's PV binder, the volume stages are cut down to a provisioner's part
+(`as_provisioner`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ JobPods = Literal["complete", "hold"]
 STAGE_SETS: tuple[str, ...] = ("node/fast", "node/heartbeat-with-lease", "pod/fast", "volume/fast")
 
 # The volume stages that do the controller-manager's PV binder's work: binding a claim and its volume,
-# and releasing a volume whose claim is being deleted. Left out when the controller-manager runs.
+# and releasing a volume whose claim is being deleted. Left out when the binder runs (as_provisioner).
 BINDER_STAGES: frozenset[str] = frozenset({"pv-bind", "pvc-delete"})
 PROVISION_STAGE = "pvc-provision"
 PROVISIONER = "kwok.x-k8s.io/volume"
+"""The provisioner of the StorageClass that kwok's volume stages ship."""
 PROVISIONER_ANNOTATION = "volume.kubernetes.io/storage-provisioner"
-"""The StorageClass's provisioner in kwok's volume stages: the name the PV binder writes on a claim
-(`volume.kubernetes.io/storage-provisioner`) when it hands the claim to an external provisioner."""
+"""What the PV binder writes on a claim, naming the provisioner, when it hands the claim to one."""
 
 # The stage that moves Job-owned pods from Running to Succeeded; left out in "hold" mode so a test
 # can keep a Job running (e.g. a final backup that a finalizer waits for) and decide its outcome itself.
