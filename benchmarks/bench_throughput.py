@@ -299,7 +299,7 @@ def measure(
 
             def done() -> int:
                 items = session.get(base, timeout=60).json()["items"]
-                return sum(1 for s in items if (s.get("status") or {}).get("readyReplicas") == 1)
+                return sum(1 for s in items if _one_ready(s))
 
             ready, seconds = wait_all(done, n, began, interval=0.5)
         return {

@@ -16,6 +16,7 @@ from mysqlkit import Timeouts
 from envtest import ControlPlane, assert_matches, eventually
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "api" / "crd"
+CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 
 # kwok-driven pods, private planes or local binaries: skipped on other backends.
 pytestmark = pytest.mark.envtest_local
@@ -92,7 +93,7 @@ def _statefulset(name: str) -> dict[str, Any]:
             "volumeClaimTemplates": [
                 {
                     "metadata": {"name": "data"},
-                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                    "spec": CLAIM_SPEC,
                 }
             ],
         },
@@ -119,8 +120,7 @@ def test_a_claim_is_provisioned_by_kwok_bound_by_the_binder_and_its_volume_delet
     StorageClass's provisioner (kwok), which makes a volume pre-bound to it; the binder binds them,
     releases the volume once the claim is deleted, and kwok deletes it."""
     claims = f"api/v1/namespaces/{namespace}/persistentvolumeclaims"
-    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    claim = api.create(claims, {"metadata": {"name": "solo"}, "spec": spec})
+    claim = api.create(claims, {"metadata": {"name": "solo"}, "spec": CLAIM_SPEC})
     uid = claim["metadata"]["uid"]
 
     def bound() -> None:
@@ -155,9 +155,8 @@ def test_without_the_controller_manager_kwok_binds_claims_itself() -> None:
     with ControlPlane(["kwok"], progress=lambda _m: None) as plane:
         session = plane.admin_session()
         claims = f"{plane.server}/api/v1/namespaces/default/persistentvolumeclaims"
-        spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
         created = session.post(
-            claims, json={"metadata": {"name": "solo"}, "spec": spec}, timeout=timeouts(10)
+            claims, json={"metadata": {"name": "solo"}, "spec": CLAIM_SPEC}, timeout=timeouts(10)
         )
         assert created.status_code == 201, created.text[:300]
         uid = created.json()["metadata"]["uid"]

@@ -84,9 +84,7 @@ def runs_pv_binder(*layers: Mapping[str, str | None]) -> bool:
     its PV binder runs (`--controllers` read as kube-controller-manager reads it: the first entry naming
     the binder, `name` or `-name`, decides; else `*` turns it on, as it is on by default; an empty value
     runs no controller) and dynamic provisioning is not turned off."""
-    merged: Flags = {}
-    for layer in layers:
-        merged.update(layer)
+    merged = _merge(layers)
     if merged.get("enable-dynamic-provisioning") == "false":
         return False
     value = merged.get("controllers")
@@ -101,7 +99,13 @@ def runs_pv_binder(*layers: Mapping[str, str | None]) -> bool:
 
 def render(*layers: Mapping[str, str | None]) -> list[str]:
     """`--name=value` arguments; later layers win and a None value removes the flag."""
+    merged = _merge(layers)
+    return [f"--{name}={value}" for name, value in merged.items() if value is not None]
+
+
+def _merge(layers: tuple[Mapping[str, str | None], ...]) -> Flags:
+    """One mapping of the layers' flags; later layers win."""
     merged: Flags = {}
     for layer in layers:
         merged.update(layer)
-    return [f"--{name}={value}" for name, value in merged.items() if value is not None]
+    return merged
