@@ -2,6 +2,7 @@
 its kopf and controller-runtime peers, in the same run.
 
     python benchmarks/bench_scale.py [--sizes 100,300,1000] [--peers kopf,go] [--repeat 1] [--workers 2]
+    python benchmarks/bench_scale.py --sizes 300 --peers '' --against-src <another checkout> --out <file>
 
 One plane with every component (kwok makes pods Ready). For each N and each repeat, in an order that
 rotates with the repeat, each in a fresh namespace that is removed afterwards:
@@ -15,6 +16,10 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
   operator writes (counted as bench_requests.py counts: WATCH and events excluded, this script's own
   creates and lists subtracted) per cluster, and the process's peak RSS (VmHWM) at the end.
 
+`--against-src DIR` adds "base": the reference operator from another checkout (DIR/operator first on
+PYTHONPATH; the result records where it was imported from), in the same rotation, to measure a change
+of the reference against the commit before it.
+
 Before any scale number, each implementation passes benchmarks/peers/conformance.py in a namespace of
 its own; a failing one is still measured (if it converges at all) but reported as not counted.
 Writes benchmarks/results/scale.json: every raw sample, the checks, a summary, machine, date, commit.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -365,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per N and implementation")
     parser.add_argument("--workers", type=int, default=2, help="concurrent reconciles, every implementation")
     parser.add_argument("--out", type=Path, default=RESULTS, help="result file (default: results/scale.json)")
+    parser.add_argument(
+        "--against-src", type=Path, metavar="DIR", help="also run the reference from DIR (as 'base')"
+    )
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     peers = [x.strip() for x in args.peers.split(",") if x.strip()]
@@ -375,7 +384,10 @@ def main(argv: list[str] | None = None) -> int:
             if unknown
             else "--sizes/--repeat must be positive"
         )
-    impls = ["reference", *peers]
+    impls = ["reference", *(["base"] if args.against_src else []), *peers]
+    operator_src = (args.against_src / "operator").resolve() if args.against_src else None
+    if operator_src is not None and not (operator_src / "mysql_operator").is_dir():
+        parser.error(f"--against-src: {operator_src} holds no mysql_operator package")
     go_binary = launch.build_go("gomysql") if "go" in peers else None
     result: Obj = {
         **run_metadata(),
@@ -386,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "create_threads": CREATE_THREADS,
         },
-        "implementations": implementations(impls),
+        "implementations": implementations(impls, operator_src),
         "samples": [],
     }
     log_dir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -402,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                 workers=args.workers,
                 log_dir=log_dir,
                 go_binary=go_binary,
+                operator_src=operator_src,
             )
 
         for impl in impls:
@@ -448,9 +461,15 @@ def measure(p: Plane, impl: str, n: int, repeat: int, start: Callable[[str], lau
     return sample
 
 
-def implementations(impls: list[str]) -> Obj:
+def implementations(impls: list[str], operator_src: Path | None = None) -> Obj:
     described = {
         "reference": lambda: {"runs": "python -m mysql_operator run", "framework": "pykube-ng"},
+        "base": lambda: {
+            "runs": f"python -m mysql_operator run, PYTHONPATH={operator_src}",
+            "imported_from": launch.operator_origin(operator_src) if operator_src else None,
+            "commit": _commit_of(operator_src) if operator_src else None,
+            "framework": "pykube-ng",
+        },
         "kopf": lambda: {
             "runs": "python -m kopf run -m kopfmysql.handlers",
             "framework": f"kopf {version('kopf')}",
@@ -461,6 +480,13 @@ def implementations(impls: list[str]) -> Obj:
         },
     }
     return {i: described[i]() for i in impls}
+
+
+def _commit_of(operator_src: Path) -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(operator_src), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or None
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Each MySQLCluster implementation of the scale benchmark as its own process: start, ready, memory, stop.
 
     reference  python -m mysql_operator run            (operator/mysql_operator)
+    base       the same, from another checkout's operator/ (`operator_src`, first on PYTHONPATH)
     kopf       python -m kopf run -m kopfmysql.handlers (benchmarks/peers/kopfmysql)
     go         gomysql                                   (benchmarks/peers/gomysql, controller-runtime)
 
@@ -28,7 +29,7 @@ from envtest import binaries
 from envtest.plane.ports import free_port
 
 PEERS = Path(__file__).resolve().parent
-IMPLEMENTATIONS = ("reference", "kopf", "go")
+IMPLEMENTATIONS = ("reference", "base", "kopf", "go")
 
 
 def build_go(name: str) -> Path:
@@ -95,12 +96,36 @@ class Operator:
             return "(no log)"
 
 
+def operator_origin(operator_src: Path) -> str:
+    """Where `python -m mysql_operator` is imported from with `operator_src` first on PYTHONPATH."""
+    env = {**os.environ, "PYTHONPATH": _prepend(str(operator_src), os.environ.get("PYTHONPATH"))}
+    code = "import mysql_operator; print(mysql_operator.__file__)"
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _prepend(entry: str, path: str | None) -> str:
+    return os.pathsep.join(filter(None, [entry, path]))
+
+
 def start(
-    name: str, *, kubeconfig: Path, namespace: str, workers: int, log_dir: Path, go_binary: Path | None
+    name: str,
+    *,
+    kubeconfig: Path,
+    namespace: str,
+    workers: int,
+    log_dir: Path,
+    go_binary: Path | None,
+    operator_src: Path | None = None,
 ) -> Operator:
     port = free_port()
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    if name == "reference":
+    if name == "base":
+        if operator_src is None:
+            raise ValueError("the base implementation needs another checkout's operator/ (operator_src)")
+        env["PYTHONPATH"] = _prepend(str(operator_src), env.get("PYTHONPATH"))
+    if name in ("reference", "base"):
         argv = [sys.executable, "-m", "mysql_operator", "run", "--kubeconfig", str(kubeconfig)]
         argv += ["--namespace", namespace, "--workers", str(workers), "--metrics-port", "0"]
         argv += ["--health-port", str(port), "--log-level", os.environ.get("BENCH_LOG_LEVEL", "warning")]
@@ -108,7 +133,7 @@ def start(
     elif name == "kopf":
         argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--quiet", "--namespace", namespace]
         argv += ["--liveness", f"http://127.0.0.1:{port}/healthz", "-m", "kopfmysql.handlers"]
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PEERS), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = _prepend(str(PEERS), env.get("PYTHONPATH"))
         env["KOPF_MYSQL_WORKERS"] = str(workers)
         url = f"http://127.0.0.1:{port}/healthz"
     elif name == "go":

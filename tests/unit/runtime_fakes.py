@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pykube
-import requests
+import urllib3.exceptions
 
 PATIENCE = 30.0
 """Seconds a wait for something that must happen gives up after. Only a failing test waits that long,
@@ -72,14 +72,23 @@ class FakeResponse:
             raise ValueError("no JSON body")
         return self._body
 
-    def iter_lines(self) -> Iterator[bytes]:
+    @property
+    def raw(self) -> FakeResponse:
+        return self  # read as urllib3's response is, by `watchlines`
+
+    chunked = True
+
+    def supports_chunked_reads(self) -> bool:
+        return True
+
+    def read_chunked(self, amt: int | None = None, decode_content: bool = True) -> Iterator[bytes]:
         for line in self._lines:
-            yield json.dumps(line).encode()
+            yield json.dumps(line).encode() + b"\n"
         if self._then == "drop":
-            raise requests.exceptions.ChunkedEncodingError("connection reset by peer")
+            raise urllib3.exceptions.ProtocolError("connection reset by peer")
         if self._then == "block":
             self.closed.wait()
-            raise requests.exceptions.ConnectionError("response closed")
+            raise urllib3.exceptions.ProtocolError("response closed")
 
     def close(self) -> None:
         self.closed.set()

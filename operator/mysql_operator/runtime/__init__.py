@@ -1,12 +1,13 @@
 """A compact controller runtime on pykube-ng: informers, work queues, controllers, a manager.
 
 The names below are the public surface; the modules behind them are internals: `informer` (list and watch
-into a cache, with a `labelindex` of what it holds) and `multinamespace` (one per namespace), `workqueue`
-and `ratelimit`, `controller` (workers over a queue), `manager` (wires them, with `leader` election and a
-`fence` that stops writes once leadership is lost), `client` (status codes, retries), `clock`, `types`,
-`metrics` (and the probe server), `podexec` (exec into a pod), and the webhook server: `webhook` over
-`exchange` (one connection's requests, against deadlines), `budget` (memory for bodies and parses),
-`reviews` (admission and conversion reviews), `certwatcher` (serving certificates reloaded on change).
+into a cache, with a `labelindex` of what it holds, reading events through `watchlines`) and
+`multinamespace` (one per namespace), `workqueue` and `ratelimit`, `controller` (workers over a queue),
+`manager` (wires them, with `leader` election and a `fence` that stops writes once leadership is lost),
+`client` (status codes, retries, the environment read once), `clock`, `types`, `metrics` (and the probe
+server), `podexec` (exec into a pod), and the webhook server: `webhook` over `exchange` (one connection's
+requests, against deadlines), `budget` (memory for bodies and parses), `reviews` (admission and conversion
+reviews), `certwatcher` (serving certificates reloaded on change).
 """
 
 from .certwatcher import CertLoadError, CertWatcher

@@ -10,6 +10,7 @@ reason, e.g. "Conflict", "AlreadyExists") and `.retry_after` (seconds or None).
 from __future__ import annotations
 
 import email.utils
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -125,6 +126,29 @@ def request_labels(method: str, url: str, base_path: str = "") -> tuple[str, str
 
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+def pin_environment(client: pykube.HTTPClient) -> pykube.HTTPClient:
+    """Read the proxy and CA-bundle variables once, for the client's server, as client-go does.
+
+    requests reads them again on every request of a session that trusts the environment (the
+    proxies, NO_PROXY against the URL, the CA bundle): 5 % of the operator's samples holding the GIL
+    at 300 clusters (benchmarks/results/profile_reference_300.txt). Every request of a pykube client
+    goes to one server, so the answer is the same each time; a variable changed later is not seen,
+    as in client-go, which reads them once per process.
+    """
+    session = client.session
+    if not session.trust_env:
+        return client
+    session.proxies.update(requests.utils.get_environ_proxies(str(client.url)))
+    if session.verify is True:
+        # What requests would put in a request's `verify` (pykube's adapter still overrides it
+        # with the kubeconfig's CA or insecure-skip-tls-verify).
+        bundle = next((os.environ[v] for v in _CA_BUNDLE_VARIABLES if os.environ.get(v)), None)
+        session.verify = bundle or True
+    session.trust_env = False
+    return client
 
 
 def instrument(

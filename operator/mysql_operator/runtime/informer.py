@@ -42,6 +42,7 @@ from pykube.objects import NamespacedAPIObject
 from .client import GONE, raise_for_status, status_code
 from .labelindex import LabelIndex
 from .types import Key, make_key
+from .watchlines import watch_lines
 
 log = logging.getLogger(__name__)
 
@@ -390,13 +391,12 @@ class Informer:
             if response.status_code == GONE:
                 raise WatchExpired("HTTP 410")
             raise_for_status(response)
-            for line in response.iter_lines():
+            for line in watch_lines(response):
                 if self._stop.is_set():
                     raise _Stopped()
-                if line:
-                    received += 1
-                    self._watch_was_healthy = True
-                    self._apply(json.loads(line))
+                received += 1
+                self._watch_was_healthy = True
+                self._apply(json.loads(line))
         finally:
             self._release(response)
         return received > 0 or time.monotonic() - started >= 1.0

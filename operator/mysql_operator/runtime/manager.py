@@ -39,7 +39,7 @@ import pykube
 from prometheus_client import CollectorRegistry
 from pykube.objects import NamespacedAPIObject
 
-from .client import instrument
+from .client import instrument, pin_environment
 from .controller import Controller, Kind
 from .fence import Fence
 from .informer import Informer
@@ -168,7 +168,7 @@ class Manager:
     def new_client(self) -> pykube.HTTPClient:
         """A fresh client whose requests are counted (rest_client_requests_total) and whose writes
         from controller workers pass the term fence."""
-        return instrument(self._api_factory(), self.metrics.count_request, fence=self.fence)
+        return instrument(pin_environment(self._api_factory()), self.metrics.count_request, fence=self.fence)
 
     def _holds_lease(self) -> bool:
         return self._elector is None or self._elector.holds_lease()
