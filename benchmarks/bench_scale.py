@@ -14,7 +14,9 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
   ready, then N clusters created at once; seconds until every one is Running (timed with a watch),
   that time over the floor's, kube-apiserver's `apiserver_request_total` delta for the kinds the
   operator writes (counted as bench_requests.py counts: WATCH and events excluded, this script's own
-  creates and lists subtracted) per cluster, and the process's peak RSS (VmHWM) at the end.
+  creates and lists subtracted) per cluster, the process's peak RSS (VmHWM) at the end, and the CPU
+  seconds it used from the first create to the end of the quiet tail (the plane's two cores are
+  busy throughout, so an implementation's CPU is taken from the plane's).
 
 `--against-src DIR` adds "base": the reference operator from another checkout (DIR/operator first on
 PYTHONPATH; the result records where it was imported from), in the same rotation, to measure a change
@@ -215,6 +217,7 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
     op = start(namespace)
     try:
         ready = op.wait_ready()
+        cpu_before = op.cpu_seconds()
         before = apiserver_counts(p.session, p.server)
         url = p.server + CLUSTERS.format(ns=namespace)
         began = time.monotonic()
@@ -224,6 +227,7 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
         time.sleep(QUIET_TAIL)
         after = apiserver_counts(p.session, p.server)
         rss = op.peak_rss_mb()
+        cpu_after = op.cpu_seconds()
     finally:
         code = op.stop()
         p.remove_namespace(namespace, timeout=300 + n)
@@ -242,6 +246,7 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
         "requests_per_cluster": round(total / n, 2),
         "writes_per_cluster": round(writes / n, 2),
         "peak_rss_mb": rss,
+        "cpu_seconds": None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 2),
         "exit_code": code,
         "by_verb_and_resource": {
             " ".join(x for x in (k[0], k[2], k[3]) if x): v for k, v in sorted(delta.items())
@@ -284,6 +289,8 @@ def summarize(samples: list[Obj], impls: list[str], counted: dict[str, bool]) ->
                 entry[key] = statistics.median(s[key] for s in of[impl])
             rss = [s["peak_rss_mb"] for s in of[impl] if s["peak_rss_mb"] is not None]
             entry["peak_rss_mb"] = max(rss) if rss else None
+            cpu = [s["cpu_seconds"] for s in of[impl] if s.get("cpu_seconds") is not None]
+            entry["cpu_seconds"] = statistics.median(cpu) if cpu else None
             entry["over_floor"] = ratio(med[impl], med.get("floor"))
             row[impl] = entry
         ref = row.get("reference")
@@ -309,6 +316,7 @@ COLUMNS = (  # heading, width, format, what
     ("req/cl", 7, ".2f", lambda row, e: e["requests_per_cluster"]),
     ("wr/cl", 6, ".2f", lambda row, e: e["writes_per_cluster"]),
     ("peak MB", 8, ".1f", lambda row, e: e["peak_rss_mb"]),
+    ("CPU s", 6, ".1f", lambda row, e: e.get("cpu_seconds")),
 )
 
 
@@ -388,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     operator_src = (args.against_src / "operator").resolve() if args.against_src else None
     if operator_src is not None and not (operator_src / "mysql_operator").is_dir():
         parser.error(f"--against-src: {operator_src} holds no mysql_operator package")
+    if operator_src is not None and not launch.operator_origin(operator_src).startswith(str(operator_src)):
+        parser.error(f"--against-src: mysql_operator is not imported from {operator_src} (cd elsewhere)")
     go_binary = launch.build_go("gomysql") if "go" in peers else None
     result: Obj = {
         **run_metadata(),
@@ -483,9 +493,12 @@ def implementations(impls: list[str], operator_src: Path | None = None) -> Obj:
 
 
 def _commit_of(operator_src: Path) -> str | None:
-    done = subprocess.run(
-        ["git", "-C", str(operator_src), "rev-parse", "HEAD"], capture_output=True, text=True
-    )
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(operator_src), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+    except OSError:  # no git
+        return None
     return done.stdout.strip() or None
 
 

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import requests
 
 from envtest import binaries
@@ -75,6 +76,14 @@ class Operator:
         except OSError:
             return None
         return None
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU the process has used so far (None once it is gone)."""
+        try:
+            times = psutil.Process(self.proc.pid).cpu_times()
+        except psutil.Error:
+            return None
+        return times.user + times.system
 
     def alive(self) -> bool:
         return self.proc.poll() is None

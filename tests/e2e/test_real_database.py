@@ -66,6 +66,14 @@ def test_a_row_written_on_the_primary_is_read_on_every_replica_and_replicas_refu
             code, out = sql.run(pod, "INSERT INTO shop.orders VALUES (3, 'root')")
             assert code != 0 and "super-read-only" in out.lower(), out
     assert sql.ok(primary, "SELECT COUNT(*) FROM shop.orders") == "1"
+    # The backup pods' user is the image's own `mysql` user, as pod 0's configure named it (no exec).
+    owner = sql.shell(primary, 'printf "%s:%s" "$(id -u mysql)" "$(id -g mysql)"')
+
+    def owner_recorded() -> None:
+        recorded = (mysql.must_get("rows").get("status") or {}).get("datadirOwner")
+        assert recorded == owner, f"status.datadirOwner is {recorded!r}, the image's mysql user {owner}"
+
+    eventually(owner_recorded, timeout=timeouts(30))
     # Replication runs as its own account, allowed to replicate and nothing else.
     grants = sql.ok(primary, "SHOW GRANTS FOR 'repl'@'%'")
     assert "REPLICATION SLAVE" in grants and "ALL PRIVILEGES" not in grants, grants

@@ -408,6 +408,27 @@ def test_a_new_datadir_records_its_engine_version_and_cluster_when_its_init_ends
     }
 
 
+FAKE_ID = """#!/bin/sh
+# The image's `id`: a mysql user 105:107 (as Debian's packages make it), or none.
+[ "$#" -ge 1 ] && [ "$(eval echo \\${$#})" = mysql ] || exec /usr/bin/id "$@"
+[ -n "${NO_MYSQL_USER:-}" ] && exit 1
+case "$1" in -u) echo 105 ;; -g) echo 107 ;; *) echo "uid=105(mysql) gid=107(mysql)" ;; esac
+"""
+
+
+@pytest.mark.parametrize("has_user", [True, False])
+def test_configure_names_the_images_mysql_user_in_its_termination_message(pod: Pod, has_user: bool) -> None:
+    for name, body in (("id", FAKE_ID), ("chown", "#!/bin/sh\nexit 0\n")):  # no such user on this host
+        fake = pod.root / "bin" / name
+        fake.write_text(body)
+        fake.chmod(0o755)
+    env = {} if has_user else {"NO_MYSQL_USER": "1"}
+    run = pod.run_script(pod.configure(MARIADB), "db-mysql-0", env=env)
+    assert run.code == 0, run.stdout
+    said = (pod.root / "termination-log").read_text() if (pod.root / "termination-log").exists() else ""
+    assert replication.server_user(said) == ("105:107" if has_user else None), said
+
+
 @pytest.mark.parametrize("marker", ["identity", "files"])
 def test_data_of_another_engine_refuses_to_start_naming_both(pod: Pod, marker: str) -> None:
     half_initialised(pod.data)

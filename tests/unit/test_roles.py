@@ -52,9 +52,6 @@ class Servers:
     def run(self, namespace: str, pod: str, script: str, *, timeout: float) -> ExecResult:
         if pod in self.unreachable:
             raise ExecError(f"exec in {namespace}/{pod}: 500 container not found")
-        if "id -u mysql" in script:
-            self.ran.append((pod, "server-user"))
-            return ExecResult(0, "105:107\n", "")
         s = self.servers[pod]
         if "datadir-claimed" in script:
             self.ran.append((pod, "claimed"))
@@ -102,11 +99,14 @@ def reconciler(
     return MySQLClusterReconciler(kube, recorder=events, now=clock, executor=servers)  # type: ignore[arg-type]
 
 
-def pod_body(*, ready: bool = True, running: bool = True) -> Obj:
+def pod_body(*, ready: bool = True, running: bool = True, said: str | None = "server-user=105:107\n") -> Obj:
+    """A database pod's status; `said`: its `configure` container's termination message."""
     state = {"running": {}} if running else {"waiting": {"reason": "ContainerCreating"}}
+    configure = {"exitCode": 0, "reason": "Completed", **({"message": said} if said is not None else {})}
     return {
         "status": {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "initContainerStatuses": [{"name": "configure", "state": {"terminated": configure}}],
             "containerStatuses": [{"name": "mysql", "state": state}],
         }
     }
@@ -163,7 +163,7 @@ def running(kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
     reconciler.reconcile(KEY)
     assert (status(kube)["primary"], status(kube)["primaryClaimUID"]) == ("db-mysql-0", "claim-0")
     assert not any(told_ran(kube, i) for i in range(3)), "no write only to tell: their sidecars know"
-    assert status(kube)["datadirOwner"] == "105:107", "the backup pods' user, asked once"
+    assert status(kube)["datadirOwner"] == "105:107", "the backup pods' user, as configure said it"
     servers.ran.clear()
     reconciler.reconcile(KEY)
     assert servers.ran == [], "a healthy cluster is never exec'd into"
@@ -663,3 +663,29 @@ def test_a_failover_interrupted_after_fencing_goes_on_from_its_record(
     running.reconcile(KEY)
     assert status(kube)["primary"] == "db-mysql-2" and status(kube)["failover"]["phase"] == "Repointing"
     assert servers.ran.count(("db-mysql-0", "fenced")) == 2, "the step taken again: idempotent"
+
+
+def test_the_datadir_owner_is_what_configure_said_and_waits_for_a_pod_that_says_it(
+    kube: FakeKube, reconciler: MySQLClusterReconciler, servers: Servers
+) -> None:
+    kube.put(MySQLCluster, cluster(replicas=1, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    rollout_completed(kube, replicas=1)
+    claim(kube, 0, "claim-0")
+    set_pod(kube, 0, ready=False)
+    servers.servers["db-mysql-0"] = Server(replicating=False)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary"
+    # A pod made before configure named the user (or a fake pod): the primary is recorded, the owner not.
+    set_pod(kube, 0, ready=True, said=None)
+    reconciler.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-0"
+    assert "datadirOwner" not in status(kube)
+    # Root is never taken for the owner.
+    set_pod(kube, 0, ready=True, said="server-user=0:0\n")
+    reconciler.reconcile(KEY)
+    assert "datadirOwner" not in status(kube)
+    set_pod(kube, 0, ready=True, said="configure: done\nserver-user=105:107\n")
+    reconciler.reconcile(KEY)
+    assert status(kube)["datadirOwner"] == "105:107"
+    assert all(what != "server-user" for _pod, what in servers.ran), "no exec asks for it"

@@ -138,6 +138,11 @@ fi
 umask 077
 printf '[client]\nuser=root\npassword="%s"\nhost=127.0.0.1\n' "$MYSQL_ROOT_PASSWORD" \
   > /run/mysql-operator/client.cnf
+# The datadir's owner, for the backup pods: the operator reads it off this container's status, with no
+# exec into the pod.
+if id mysql >/dev/null 2>&1; then
+  printf 'server-user=%s:%s\n' "$(id -u mysql)" "$(id -g mysql)" > /dev/termination-log || :
+fi
 `,
 		start: `set -eu
 role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"
@@ -389,6 +394,11 @@ fi
 umask 077
 printf '[client]\nuser=root\npassword="%s"\nhost=127.0.0.1\n' "$MYSQL_ROOT_PASSWORD" \
   > /run/mysql-operator/client.cnf
+# The datadir's owner, for the backup pods: the operator reads it off this container's status, with no
+# exec into the pod.
+if id mysql >/dev/null 2>&1; then
+  printf 'server-user=%s:%s\n' "$(id -u mysql)" "$(id -g mysql)" > /dev/termination-log || :
+fi
 `,
 		start: `set -eu
 role="$(sed -n 's/^db\.example\.com\/role="\(.*\)"$/\1/p' /etc/podinfo/labels 2>/dev/null || true)"

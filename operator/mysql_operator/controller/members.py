@@ -1,8 +1,9 @@
 """What one pass sees of a cluster's database pods, what it concludes, and how it reaches the pods.
 
-`View` is read from the caches (pods, their data claims); `Outcome` is what the role pass hands back to
-the reconciler (the newest cluster object, the role records for the status, problems, when to look
-again); an `Executor` runs the scripts of `database.actions` in a pod, through the apiserver's exec.
+`View` is read from the caches (pods, their data claims); `init_ended` reads how a pod's init container
+ended (its termination message); `Outcome` is what the role pass hands back to the reconciler (the newest
+cluster object, the role records for the status, problems, when to look again); an `Executor` runs the
+scripts of `database.actions` in a pod, through the apiserver's exec.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ CONNECTION_ERRNOS = frozenset({"2003", "2005", "2013"})
 """A replica's Last_IO_Errno when the network, not the primary's answer, failed: cannot connect, unknown
 host, lost connection. Only these count as being cut off from the primary."""
 RETRY_SECONDS = 10.0
+
+
+def init_ended(pod: Obj, container: str) -> Obj | None:
+    """The last termination of init container `container` of `pod`: its current state if it ended,
+    else its previous one (one crash-looping waits between tries); None if it never ended."""
+    for init in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if init.get("name") == container:
+            return (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get(
+                "terminated"
+            )
+    return None
 
 
 class Executor(Protocol):

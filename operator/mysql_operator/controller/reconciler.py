@@ -33,7 +33,7 @@ from .client import ApiClient, KubeClient
 from .events import EventRecorder
 from .finalizer import FinalBackup
 from .kinds import CronJob, MySQLCluster, PersistentVolumeClaim, Pod, Secret, Service, StatefulSet
-from .members import Executor
+from .members import Executor, init_ended
 from .roles import Roles
 from .status import compute_status
 from .writer import ClusterGoing, Writer
@@ -51,17 +51,6 @@ RESTORE_SOURCE_MISSING = "RestoreSourceMissing"
 RESTORE_FAILED = "RestoreFailed"
 RESTORE_POLL_SECONDS = 10.0
 """How often a restoring cluster looks at pod 0 (pod changes do not wake the reconcile)."""
-
-
-def init_ended(pod: Obj, container: str) -> Obj | None:
-    """The last termination of init container `container` of `pod`: its current state if it ended,
-    else its previous one (one crash-looping waits between tries); None if it never ended."""
-    for init in (pod.get("status") or {}).get("initContainerStatuses") or []:
-        if init.get("name") == container:
-            return (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get(
-                "terminated"
-            )
-    return None
 
 
 def describe(exc: ValidationError) -> str:

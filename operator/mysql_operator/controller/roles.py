@@ -27,7 +27,6 @@ is reported
 from __future__ import annotations
 
 import logging
-import re
 from datetime import datetime
 from typing import Any
 
@@ -35,13 +34,13 @@ from ..api.v1 import SWITCHOVER_ANNOTATION, MySQLClusterSpec
 from ..database import actions
 from ..database.engines import Engine
 from ..database.failover import NOT_READY, PRIMARY_DATA_REPLACED, Assessment, assess, cut_off, due
-from ..database.replication import PRIMARY, RAN_ANNOTATION, REPLICA, ROLE_LABEL
+from ..database.replication import PRIMARY, RAN_ANNOTATION, REPLICA, ROLE_LABEL, server_user
 from ..runtime.podexec import ExecError
 from .children import resources
 from .children.problems import Problem
 from .failover import Steps, forget_switchover
 from .kinds import PersistentVolumeClaim, Pod
-from .members import CONNECTION_ERRNOS, RETRY_SECONDS, Executor, Outcome, View, run
+from .members import CONNECTION_ERRNOS, RETRY_SECONDS, Executor, Outcome, View, init_ended, run
 from .status import format_time, parse_time
 from .writer import Writer
 
@@ -81,6 +80,8 @@ class Roles:
             if target == primary:
                 forget_switchover(self.w, out)
             self._watch_primary(steps, spec, view, primary, out)
+        # Pods made before `configure` named the owner: it is recorded once one that names it runs.
+        self._record_owner(view, out)
         promoted_on = out.roles.get("primaryClaimUID") or (out.cluster.get("status") or {}).get(
             "primaryClaimUID"
         )
@@ -107,10 +108,7 @@ class Roles:
             and (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) == PRIMARY
         ):
             out.roles.update(primary=first, primaryClaimUID=member.claim_uid)
-            if not (out.cluster.get("status") or {}).get("datadirOwner"):
-                owner = self._server_user(view, first)
-                if owner:
-                    out.roles["datadirOwner"] = owner
+            self._record_owner(view, out)
         elif (
             member is not None
             and member.running
@@ -293,17 +291,18 @@ class Roles:
             self.w.client.patch_merge(Pod, view.namespace, name, patch)
             log.info("labelled", extra={"pod": name, "namespace": view.namespace, "role": wanted})
 
-    def _server_user(self, view: View, pod: str) -> str | None:
-        """uid:gid of the image's `mysql` user (the datadir's owner, whom the backup pods run as); asked
-        once, when the primary is first recorded. None when it cannot be told (the backups then use
-        the official images' 999:999)."""
-        try:
-            result = run(self.executor, view, pod, actions.SERVER_USER)
-        except ExecError as exc:
-            log.info("server user unknown", extra={"pod": pod, "error": str(exc)})
-            return None
-        owner = result.stdout.strip()
-        return owner if result.code == 0 and re.fullmatch(r"[1-9][0-9]*:[0-9]+", owner) else None
+    def _record_owner(self, view: View, out: Outcome) -> None:
+        """`status.datadirOwner` (whom the backup pods run as) from the first database pod whose
+        `configure` named the image's `mysql` user, unless recorded: read off the cached pods, never
+        asked by exec. Recorded with the first primary, in the same status write; a cluster whose pods
+        named none then (made by an older operator) gets it in a write of its own once one does."""
+        if (out.cluster.get("status") or {}).get("datadirOwner"):
+            return
+        for name in sorted(view.pods):
+            owner = server_user((init_ended(view.pods[name], "configure") or {}).get("message"))
+            if owner:
+                out.roles["datadirOwner"] = owner
+                return
 
     # -- helpers --------------------------------------------------------------------------------
 

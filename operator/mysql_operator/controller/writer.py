@@ -83,9 +83,11 @@ class Writer:
         they differ (`children.ssa`). Kinds without owned fields (Secret, PVCs, Jobs) are create-only."""
         meta = desired["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        body = with_config_hash(desired) if applies(kind.kind) else desired
         live = self.client.get(kind, namespace, name)
         if live is None:
+            # Only a create sends the whole object with its hash: a pass over a converged child
+            # copies and hashes nothing more than the one comparison below needs.
+            body = with_config_hash(desired) if applies(kind.kind) else desired
             try:
                 created = self.client.create(kind, body)
             except HTTPError as exc:

@@ -32,8 +32,6 @@ CONTAINER = "replication"
 """Where actions run: the sidecar has the client, the option file and no server to disturb."""
 WAIT_APPLIED_SECONDS = 30
 """How long a promotion waits for the relay log to be applied before it gives up (and is retried)."""
-SERVER_USER = """printf '%s:%s\\n' "$(id -u mysql)" "$(id -g mysql)"\n"""
-"""Prints the image's `mysql` user as uid:gid: the datadir's owner, whom the backup pods run as."""
 _FIELD = re.compile(r"^\s*([A-Za-z_]+): ?(.*)$")
 
 

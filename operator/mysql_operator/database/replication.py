@@ -37,6 +37,8 @@ calls into the sidecar (`database.actions`); the sidecar never promotes anything
 
 from __future__ import annotations
 
+import re
+
 from .engines import Engine
 from .identity import IDENTITY_FILE
 from .identity import functions as identity_functions
@@ -99,6 +101,17 @@ def tls_dir(run_dir: str = RUN_DIR) -> str:
 SERVER_ID_CNF = "server-id.cnf"
 """The server's server-id, written by the server container's start (every start: a datadir emptied in
 place gets a new one without the pod being made anew)."""
+SERVER_USER_PREFIX = "server-user="
+"""How `configure`'s termination message, once it succeeded, names the image's `mysql` user as uid:gid:
+the datadir's owner, whom the backup pods run as (`status.datadirOwner`)."""
+_SERVER_USER = re.compile(rf"^{SERVER_USER_PREFIX}([1-9][0-9]*:[0-9]+)$", re.MULTILINE)
+
+
+def server_user(message: str | None) -> str | None:
+    """uid:gid from `configure`'s termination message; None when it names none (an image without a
+    `mysql` user, a pod made before `configure` said it, a fake pod) or names root."""
+    found = _SERVER_USER.search(message or "")
+    return found.group(1) if found else None
 
 
 def _server_id_function(data_dir: str) -> str:
@@ -203,6 +216,11 @@ fi
 umask 077
 printf '[client]\\nuser=root\\npassword="%s"\\nhost=127.0.0.1\\n' "$MYSQL_ROOT_PASSWORD" \\
   > {client_cnf(run_dir)}
+# The datadir's owner, for the backup pods: the operator reads it off this container's status, with no
+# exec into the pod.
+if id mysql >/dev/null 2>&1; then
+  printf '{SERVER_USER_PREFIX}%s:%s\\n' "$(id -u mysql)" "$(id -g mysql)" > {termination_log} || :
+fi
 """
 
 

@@ -136,7 +136,8 @@ def pin_environment(client: pykube.HTTPClient) -> pykube.HTTPClient:
     proxies, NO_PROXY against the URL, the CA bundle): 5 % of the operator's samples holding the GIL
     at 300 clusters (benchmarks/results/profile_reference_300.txt). Every request of a pykube client
     goes to one server, so the answer is the same each time; a variable changed later is not seen,
-    as in client-go, which reads them once per process.
+    as in client-go, which reads them once per process. ~/.netrc is no longer read either (client-go
+    has none; a matching entry would have replaced pykube's bearer token).
     """
     session = client.session
     if not session.trust_env:

@@ -5,8 +5,9 @@ CronJob: backups outlive the cluster they are of, and so does the Job that takes
 
 The pods run restricted (the `restricted` Pod Security Standard: not root, no privilege escalation, no
 capability, the runtime's seccomp profile, a read-only root filesystem): as the datadir's owner
-(`status.datadirOwner`, read from the database image when the primary is first recorded; the official
-images' 999:999 until then), which is what reading a stopped datadir and writing the backup volume need.
+(`status.datadirOwner`: the image's `mysql` user, which a database pod's `configure` container names in
+its termination message, recorded with the first primary; the official images' 999:999 until then),
+which is what reading a stopped datadir and writing the backup volume need.
 """
 
 from __future__ import annotations
