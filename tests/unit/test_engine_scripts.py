@@ -429,6 +429,17 @@ def test_configure_names_the_images_mysql_user_in_its_termination_message(pod: P
     assert replication.server_user(said) == ("105:107" if has_user else None), said
 
 
+def test_configure_still_succeeds_when_its_termination_message_cannot_be_written(pod: Pod) -> None:
+    for name, body in (("id", FAKE_ID), ("chown", "#!/bin/sh\nexit 0\n")):
+        fake = pod.root / "bin" / name
+        fake.write_text(body)
+        fake.chmod(0o755)
+    (pod.root / "termination-log").mkdir()  # a path no redirection can write
+    run = pod.run_script(pod.configure(MARIADB), "db-mysql-0")
+    assert run.code == 0, run.stdout
+    assert (pod.run / "client.cnf").exists(), "configure ran to its end"
+
+
 @pytest.mark.parametrize("marker", ["identity", "files"])
 def test_data_of_another_engine_refuses_to_start_naming_both(pod: Pod, marker: str) -> None:
     half_initialised(pod.data)

@@ -60,7 +60,7 @@ class Outcome:
     cluster: Obj
     """The newest cluster object held (a step's record may have been written)."""
     roles: Obj = field(default_factory=dict)
-    """Role fields for the status (`status.ROLE_FIELDS`; None drops one)."""
+    """Role fields for the status (`status.ROLE_FIELDS`, and `datadirOwner`; None drops one)."""
     problems: list[Problem] = field(default_factory=list)
     requeue_after: float | None = None
 
