@@ -396,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     operator_src = (args.against_src / "operator").resolve() if args.against_src else None
     if operator_src is not None and not (operator_src / "mysql_operator").is_dir():
         parser.error(f"--against-src: {operator_src} holds no mysql_operator package")
-    if operator_src is not None and not launch.operator_origin(operator_src).startswith(str(operator_src)):
+    origin = launch.operator_origin(operator_src) if operator_src is not None else None
+    if operator_src is not None and not str(origin).startswith(str(operator_src)):
         parser.error(f"--against-src: mysql_operator is not imported from {operator_src} (cd elsewhere)")
     go_binary = launch.build_go("gomysql") if "go" in peers else None
     result: Obj = {
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "create_threads": CREATE_THREADS,
         },
-        "implementations": implementations(impls, operator_src),
+        "implementations": implementations(impls, operator_src, origin),
         "samples": [],
     }
     log_dir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -471,12 +472,12 @@ def measure(p: Plane, impl: str, n: int, repeat: int, start: Callable[[str], lau
     return sample
 
 
-def implementations(impls: list[str], operator_src: Path | None = None) -> Obj:
+def implementations(impls: list[str], operator_src: Path | None = None, origin: str | None = None) -> Obj:
     described = {
         "reference": lambda: {"runs": "python -m mysql_operator run", "framework": "pykube-ng"},
         "base": lambda: {
             "runs": f"python -m mysql_operator run, PYTHONPATH={operator_src}",
-            "imported_from": launch.operator_origin(operator_src) if operator_src else None,
+            "imported_from": origin,
             "commit": _commit_of(operator_src) if operator_src else None,
             "framework": "pykube-ng",
         },
