@@ -2,6 +2,7 @@
 session's plane reset before each module (`envtest_reset = module`), as pytest runs them.
 
     python benchmarks/bench_reset.py [--rounds 3] [--modules 6]
+    python benchmarks/bench_reset.py --modes private:all,private:minimal --against-src <checkout> --out <file>
 
 A throwaway project holds `--modules` test modules. Each test makes the same objects under the same
 names (a namespace, a Deployment whose pods kwok runs, ConfigMaps), so a plane that was not clean
@@ -14,7 +15,11 @@ Recorded per run: pytest's wall time, each test's setup time (the fixture's requ
 clean plane: a private plane's start, or the reset), from pytest's own reports, and the plugin's
 line for each reset (what it deleted and wrote back, in how many passes). The session plane's
 start in the reset modes is the first test's setup, reported apart. Writes
-benchmarks/results/reset.json with every raw sample.
+benchmarks/results/reset.json (or `--out`) with every raw sample.
+
+`--against-src DIR`: each mode runs twice a round, with this harness and with the one in another
+checkout (DIR/envtest/src first on PYTHONPATH, so pytest loads that plugin; the bench refuses to run
+when envtest would be imported from elsewhere), the order alternating: what a change bought.
 """
 
 from __future__ import annotations
@@ -88,7 +93,16 @@ def write_project(root: Path, modules: int) -> None:
             (folder / f"test_m{i:02d}.py").write_text(TEST.format(fixture=fixture))
 
 
-def run(root: Path, mode: str) -> dict[str, object]:
+MODES = ("private:all", "reset:all", "private:minimal", "reset:minimal")
+
+
+def import_origin(env: dict[str, str]) -> str:
+    """Where `import envtest` comes from with this environment (what pytest's plugin will load)."""
+    argv = [sys.executable, "-c", "import envtest; print(envtest.__file__)"]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def run(root: Path, mode: str, env: dict[str, str]) -> dict[str, object]:
     kind, components = mode.split(":")
     setups = root / f"setups-{kind}-{components}.jsonl"
     setups.unlink(missing_ok=True)
@@ -106,7 +120,7 @@ def run(root: Path, mode: str) -> dict[str, object]:
         argv.append("--envtest-reset=module")
     began = time.monotonic()
     proc = subprocess.run(
-        argv, cwd=root, env={**os.environ, "BENCH_SETUPS": str(setups)}, capture_output=True, text=True
+        argv, cwd=root, env={**env, "BENCH_SETUPS": str(setups)}, capture_output=True, text=True
     )
     wall = time.monotonic() - began
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
@@ -133,9 +147,22 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modules", type=int, default=6)
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--against-src", type=Path, metavar="DIR", help="also run the harness from DIR")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if unknown := set(modes) - set(MODES):
+        parser.error(f"--modes: unknown {sorted(unknown)}; valid: {', '.join(MODES)}")
+    envs = {"this": dict(os.environ)}
+    origins = {"this": import_origin(envs["this"])}
+    if args.against_src:
+        src = (args.against_src / "envtest" / "src").resolve()
+        envs["base"] = {**os.environ, "PYTHONPATH": str(src)}
+        origins["base"] = import_origin(envs["base"])
+        if not origins["base"].startswith(str(src) + os.sep):
+            raise SystemExit(f"--against-src: envtest would be imported from {origins['base']}, not {src}")
     binaries.resolve_all(["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"])
-    modes = ["private:all", "reset:all", "private:minimal", "reset:minimal"]
     meta = run_metadata()
     samples: list[dict[str, object]] = []
     failed = False
@@ -144,12 +171,33 @@ def main() -> int:
         write_project(root, args.modules)
         for r in range(args.rounds):
             order = modes[r % len(modes) :] + modes[: r % len(modes)]
-            for mode in order:
-                sample = run(root, mode)
-                sample["round"] = r + 1
-                samples.append(sample)
-                failed |= sample["exit"] != 0
-                print(json.dumps(sample), file=sys.stderr, flush=True)
+            for i, mode in enumerate(order):
+                impls = list(envs) if (r + i) % 2 == 0 else list(reversed(envs))
+                for impl in impls:
+                    sample = run(root, mode, envs[impl])
+                    sample["round"], sample["impl"] = r + 1, impl
+                    samples.append(sample)
+                    failed |= sample["exit"] != 0
+                    print(json.dumps(sample), file=sys.stderr, flush=True)
+    summary = {impl: summarize([s for s in samples if s["impl"] == impl], modes) for impl in envs}
+    result = {
+        **meta,
+        "kubernetes": binaries.k8s_version(),
+        "rounds": args.rounds,
+        "modules": args.modules,
+        "envtest_imported_from": origins,
+        "summary": summary["this"],
+        **({"summary_base": summary["base"]} if "base" in summary else {}),
+        "samples": samples,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 1 if failed else 0
+
+
+def summarize(samples: list[dict[str, object]], modes: list[str]) -> dict[str, dict[str, float | None]]:
+    """Per mode, over the passing runs: the median setup, wall time and session start."""
     summary: dict[str, dict[str, float | None]] = {}
     for mode in modes:
         ok = [s for s in samples if s["mode"] == mode and s["exit"] == 0]
@@ -160,18 +208,7 @@ def main() -> int:
             "wall_seconds_median": round(statistics.median(s["wall_seconds"] for s in ok), 3) if ok else None,  # type: ignore[misc]
             "session_start_seconds_median": round(statistics.median(starts), 3) if starts else None,  # type: ignore[arg-type]
         }
-    result = {
-        **meta,
-        "kubernetes": binaries.k8s_version(),
-        "rounds": args.rounds,
-        "modules": args.modules,
-        "summary": summary,
-        "samples": samples,
-    }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(summary, indent=2))
-    return 1 if failed else 0
+    return summary
 
 
 if __name__ == "__main__":

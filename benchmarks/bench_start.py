@@ -10,7 +10,8 @@ the order alternating, and the result is the median of the per-pair ratios (ours
 and max. The peer is benchmarks/peers/crenvtest, built here from the Go module proxy.
 Ours starts etcd from a plane template (envtest.plane.template); the one start that makes it, after
 the templates are removed, is recorded beside the pairs as `first_start_seconds` (once per binaries).
-Writes benchmarks/results/start.json with every raw sample.
+Each of our starts also records kube-apiserver's resident memory a second after ready (the peer's is
+not recorded). Writes benchmarks/results/start.json with every raw sample.
 
 `--against-src DIR`: the peer is this harness from another checkout instead (DIR/envtest/src first on
 PYTHONPATH; same binaries, same templates): what a change to the start bought, pair by pair.
@@ -39,16 +40,20 @@ CRDS = ROOT / "api" / "crd"
 
 OURS = """
 import json, sys, time
+import psutil
 import envtest
 from envtest import ControlPlane
 plane = ControlPlane("minimal", crds=[sys.argv[1]], progress=lambda _m: None)
 began = time.monotonic()
 plane.start()
 started = time.monotonic() - began
+time.sleep(1.0)  # kube-apiserver's resident memory a second after ready: what GOGC costs at rest
+rss = psutil.Process(plane.processes["kube-apiserver"].pid).memory_info().rss
 began = time.monotonic()
 plane.stop()
 stopped = time.monotonic() - began
-print(json.dumps({"start_seconds": started, "stop_seconds": stopped, "module": envtest.__file__}))
+print(json.dumps({"start_seconds": started, "stop_seconds": stopped, "apiserver_rss_mb": rss / 2**20,
+                  "module": envtest.__file__}))
 """
 
 
@@ -105,6 +110,8 @@ def main() -> int:
                 raise SystemExit(f"the peer imported envtest from {result['module']}, not {src}")
             pair[side] = round(result["start_seconds"], 4)
             pair[f"{side}_stop"] = round(result["stop_seconds"], 4)
+            if "apiserver_rss_mb" in result:  # ours; the Go peer does not say
+                pair[f"{side}_apiserver_rss_mb"] = round(result["apiserver_rss_mb"], 1)
         pair["ratio"] = round(pair["ours"] / pair["peer"], 4)
         samples.append(pair)
         print(f"pair {i + 1}/{args.pairs}: {pair}", file=sys.stderr, flush=True)
@@ -122,6 +129,11 @@ def main() -> int:
         "start_seconds_median": {
             "ours": round(statistics.median(p["ours"] for p in samples), 3),
             "peer": round(statistics.median(p["peer"] for p in samples), 3),
+        },
+        "apiserver_rss_mb_median": {
+            side: round(statistics.median(p[f"{side}_apiserver_rss_mb"] for p in samples), 1)
+            for side in ("ours", "peer")
+            if all(f"{side}_apiserver_rss_mb" in p for p in samples)
         },
         "first_start_seconds": round(first["start_seconds"], 3) if first else None,
         "stop_seconds_median": {

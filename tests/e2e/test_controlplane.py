@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pykube
 import pytest
+import requests
 from kubernetes import client as k8s_client
 from mysqlkit import Timeouts
 
@@ -193,6 +195,28 @@ def test_deployment_pods_become_ready(api: Any, namespace: str) -> None:
     pods = api.items(f"api/v1/namespaces/{namespace}/pods", selector="app=web")
     assert len(pods) == 3
     assert all(p["spec"]["nodeName"] == "kwok-node-0" for p in pods)
+
+
+def test_components_serve_certificates_of_the_plane_ca_and_kube_apiserver_runs_with_gogc_400(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Certificates of the plane's CA spare the controller-manager and scheduler making self-signed
+    ones at start; GOGC=400 reaches kube-apiserver (envtest.plane.flags.ENVIRONMENT)."""
+    monkeypatch.delenv("GOGC", raising=False)
+    timeouts = Timeouts("local")
+    with ControlPlane("kube-controller-manager,kube-scheduler", progress=lambda _m: None) as plane:
+        ca = plane.workdir / "pki" / "ca.crt"
+        for name in ("kube-controller-manager", "kube-scheduler"):
+            port = next(
+                a.split("=", 1)[1] for a in plane.processes[name].argv if a.startswith("--secure-port=")
+            )
+            with requests.Session() as session:
+                session.trust_env = False
+                resp = session.get(f"https://127.0.0.1:{port}/healthz", verify=str(ca), timeout=timeouts(10))
+            assert resp.status_code == 200, f"{name}: {resp.status_code} {resp.text[:200]}"
+        apiserver_pid = plane.processes["kube-apiserver"].pid
+        assert apiserver_pid is not None
+        assert psutil.Process(apiserver_pid).environ().get("GOGC") == "400"
 
 
 @pytest.mark.envtest_private(job_pods="complete")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,98 @@ def test_a_kwok_not_built_by_envtest_is_refused_naming_the_switch_when_streams_a
     assert str(foreign) in str(caught.value)
     (foreign.parent / "kwok.build").write_text("v0.8.0+envtest.x\n")
     controlplane._check_patched_kwok(foreign)  # envtest's build (its stamp beside it): accepted
+
+
+def test_kube_apiserver_starts_with_gogc_400_unless_the_environment_sets_gogc():
+    assert flags.environment("kube-apiserver", {"PATH": "/bin"}) == {"PATH": "/bin", "GOGC": "400"}
+    assert flags.environment("kube-apiserver", {"PATH": "/bin", "GOGC": "100"}) is None, (
+        "the user's GOGC wins"
+    )
+    for component in ("etcd", "kube-controller-manager", "kube-scheduler", "kwok"):
+        assert flags.environment(component, {"PATH": "/bin"}) is None, component
+
+
+def test_launch_hands_the_component_its_environment(tmp_path, monkeypatch):
+    launched: list[ManagedProcess] = []
+    monkeypatch.setattr(ManagedProcess, "spawn", lambda self: launched.append(self))
+    monkeypatch.delenv("GOGC", raising=False)
+    plane = ControlPlane("minimal", workdir=tmp_path)
+    plane._launch("kube-apiserver", tmp_path / "kube-apiserver", {}, ready=lambda: True, wait=False)
+    plane._launch("etcd", tmp_path / "etcd", {}, ready=lambda: True, wait=False)
+    assert launched[0].env is not None and launched[0].env["GOGC"] == "400"
+    assert launched[0].env["PATH"] == os.environ["PATH"], "the rest is inherited"
+    assert launched[1].env is None
+    monkeypatch.setenv("GOGC", "150")
+    plane._launch("kube-apiserver", tmp_path / "kube-apiserver", {}, ready=lambda: True, wait=False)
+    assert launched[2].env is None, "inherits GOGC=150 as it is"
+
+
+class HealthzSession:
+    """Answers /healthz from a list of statuses (the last repeats) and records the calls."""
+
+    def __init__(self, statuses: list[int], calls: list[str]) -> None:
+        self.statuses, self.calls = statuses, calls
+
+    def get(self, url: str, timeout: float):
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        self.calls.append(f"GET {url.rsplit('/', 1)[-1]} {status}")
+        return type("Resp", (), {"status_code": status})()
+
+
+def _plane_with_pki(tmp_path, monkeypatch, statuses):
+    plane = ControlPlane("all", workdir=tmp_path)
+    plane._write_pki()
+    calls: list[str] = []
+    session = HealthzSession(statuses, calls)
+    monkeypatch.setattr(ControlPlane, "admin_session", lambda self: session)
+    monkeypatch.setattr(controlplane.time, "sleep", lambda s: None)
+    launched: dict[str, dict[str, str | None]] = {}
+
+    def launch(self, name, binary, args, ready, *, wait=True):
+        calls.append(f"launch {name}")
+        launched[name] = args
+
+    monkeypatch.setattr(ControlPlane, "_launch", launch)
+    return plane, calls, launched
+
+
+def test_the_controller_manager_is_launched_only_once_healthz_passes(tmp_path, monkeypatch):
+    plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [500, 500, 200])
+    plane._start_controller_manager(tmp_path / "kube-controller-manager")
+    assert calls == [
+        "GET healthz 500",
+        "GET healthz 500",
+        "GET healthz 200",
+        "launch kube-controller-manager",
+    ]
+
+
+def test_healthz_that_never_passes_fails_the_start_with_the_apiserver_log(tmp_path, monkeypatch):
+    plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [500])
+    plane.start_timeout = 0.0
+    plane.processes["kube-apiserver"] = type("P", (), {"log_tail": lambda self: "hook failed"})()  # type: ignore[assignment]
+    with pytest.raises(controlplane.StartTimeout, match=r"(?s)/healthz not ok after 0s.*hook failed"):
+        plane._start_controller_manager(tmp_path / "kube-controller-manager")
+    assert "launch kube-controller-manager" not in calls
+
+
+def test_controller_manager_and_scheduler_serve_a_certificate_of_the_plane_ca(tmp_path, monkeypatch):
+    from cryptography import x509
+
+    plane, _, launched = _plane_with_pki(tmp_path, monkeypatch, [200])
+    plane._start_controller_manager(tmp_path / "kube-controller-manager")
+    plane._start_scheduler(tmp_path / "kube-scheduler")
+    assert plane.ca is not None
+    ca = x509.load_pem_x509_certificate(plane.ca.cert_pem)
+    for name, args in launched.items():
+        cert = x509.load_pem_x509_certificate(Path(str(args["tls-cert-file"])).read_bytes())
+        cert.verify_directly_issued_by(ca)
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert "127.0.0.1" in [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)], name
+        assert Path(str(args["tls-private-key-file"])).stat().st_mode & 0o077 == 0, f"{name}: key is private"
+        rendered = flags.render(
+            flags.DEFAULT_FLAGS[name], args, {"tls-cert-file": None, "tls-private-key-file": None}
+        )
+        assert not any(a.startswith("--tls-") for a in rendered) and any(
+            a.startswith("--cert-dir=") for a in rendered
+        ), f"{name}: extra_args can hand it back its self-signed certificate"
