@@ -3,6 +3,7 @@
     python benchmarks/bench_throughput.py [--sizes 100,300,1000] [--default-limits]
     python benchmarks/bench_throughput.py --sizes 1000 --peer-kwok /path/to/kwok --repeat 2
     python benchmarks/bench_throughput.py --sizes 1000 --peer-volume-stages --repeat 3
+    python benchmarks/bench_throughput.py --sizes 1000 --peer-env GOGC=100 --repeat 3
     python benchmarks/bench_throughput.py --workload deployment --sizes 10000
     python benchmarks/bench_throughput.py --workload pods --sizes 1000,10000
 
@@ -16,7 +17,10 @@ runs the same with kube-controller-manager's and kube-scheduler's upstream clien
 for comparison in the same run. `--peer-kwok` runs the same with another kwok binary (another build, a
 patch left out; a `kwok.build` file beside it), `--repeat` times, alternating which goes first.
 `--peer-volume-stages` runs the same with kwok's own volume stages in full, binding claims beside the
-controller-manager's PV binder (the plane before envtest.plane.kwok.as_provisioner). Writes
+controller-manager's PV binder (the plane before envtest.plane.kwok.as_provisioner). `--peer-env
+KEY=VALUE` (repeatable) runs the same with those variables in the planes' environment (`GOGC=100`:
+kube-apiserver at Go's default instead of envtest.plane.flags.ENVIRONMENT's). Each run records every
+component's peak resident memory (the kernel's high-water mark). Writes
 benchmarks/results/throughput.json (or `--out`) with raw samples.
 
 `--workload deployment`: one Deployment of N replicas instead (ReplicaSet controller, scheduler, kwok;
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -237,6 +242,7 @@ class Accounting:
             "requests_per_statefulset": round(sum(requests.values()) / n, 2),
             "requests": by_request,
             "cpu_seconds": cpu,
+            "peak_rss_mb": {name: _peak_rss_mb(p) for name, p in self.processes.items()},
             "audited_writes": audited,
             "events": self._events(),
         }
@@ -269,6 +275,31 @@ class Accounting:
                 code = (event.get("responseStatus") or {}).get("code")
                 writes[f"{event['user']['username']} {event['verb']} {resource} {code}"] += 1
         return dict(writes.most_common())
+
+
+def _peak_rss_mb(process: psutil.Process) -> float | None:
+    """The process's resident-memory high-water mark since it started (the kernel's VmHWM)."""
+    try:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+    except OSError:
+        return None
+    kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+    return round(kb / 1024, 1) if kb is not None else None
+
+
+@contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """Planes started inside see these variables (a component's own defaults yield to them)."""
+    saved = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _cpu_seconds(process: psutil.Process) -> float:
@@ -325,6 +356,13 @@ def main() -> int:
     parser.add_argument(
         "--peer-volume-stages", action="store_true", help="also run with kwok's volume stages in full"
     )
+    parser.add_argument(
+        "--peer-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="also run with these variables in the planes' environment (GOGC=100: Go's default)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(
         "--observer",
@@ -345,7 +383,7 @@ def main() -> int:
             else RESULTS.with_name(f"throughput_{args.workload}.json")
         )
     if args.workload != "statefulsets":
-        if args.default_limits or args.peer_kwok or args.peer_volume_stages:
+        if args.default_limits or args.peer_kwok or args.peer_volume_stages or args.peer_env:
             parser.error(f"--workload {args.workload}: the peers are for statefulsets")
         for n in (int(x) for x in args.sizes.split(",")):
             for repeat in range(args.repeat):
@@ -362,11 +400,20 @@ def main() -> int:
         variants.append((f"kwok {args.peer_kwok}", None, args.peer_kwok))
     if args.peer_volume_stages:
         variants.append((PEER_VOLUME_STAGES, None, None))
+    peer_env: dict[str, str] = {}
+    for item in args.peer_env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--peer-env: {item!r} is not KEY=VALUE")
+        peer_env[key] = value
+    env_name = "env " + " ".join(args.peer_env)
+    if peer_env:
+        variants.append((env_name, None, None))
     for n in (int(x) for x in args.sizes.split(",")):
         for repeat in range(args.repeat):
             for name, extra, kwok in variants if repeat % 2 == 0 else variants[::-1]:
                 stages = kwok_binds_claims() if name == PEER_VOLUME_STAGES else nullcontext()
-                with stages:
+                with stages, environment(peer_env if name == env_name else {}):
                     sample = {"limits": name, "repeat": repeat, **measure(n, extra, kwok, args.observer)}
                 print(json.dumps(sample), file=sys.stderr, flush=True)
                 result["runs"].append(sample)

@@ -15,8 +15,6 @@ from envtest.plane import flags, kwok
 from envtest.plane.controlplane import ALL_COMPONENTS, MINIMAL_COMPONENTS, parse_components
 from envtest.plugin import artifacts
 
-API_CRD = Path(__file__).resolve().parents[2] / "api" / "crd"
-
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
@@ -282,9 +280,3 @@ def test_unknown_component_lists_the_valid_ones() -> None:
 def test_artifact_folder_names_are_filesystem_safe() -> None:
     assert artifacts.sanitize("tests/e2e/test_x.py::test_y[a/b c]") == "tests-e2e-test_x.py-test_y-a-b-c"
     assert len(artifacts.sanitize("x" * 500)) == 200
-
-
-def test_crds_parse_with_libyaml_into_the_same_documents_as_pyyamls_own_loader():
-    assert crds.YAML_LOADER is yaml.CSafeLoader, "PyYAML's wheels carry libyaml: the fast path is taken"
-    text = "".join(p.read_text() for p in sorted((API_CRD).glob("*.yaml")))
-    assert [doc for _, doc in crds.load([API_CRD])] == [d for d in yaml.safe_load_all(text) if d is not None]
