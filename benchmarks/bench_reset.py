@@ -2,7 +2,7 @@
 session's plane reset before each module (`envtest_reset = module`), as pytest runs them.
 
     python benchmarks/bench_reset.py [--rounds 3] [--modules 6]
-    python benchmarks/bench_reset.py --modes private:all,private:minimal --against-src <checkout> --out <file>
+    python benchmarks/bench_reset.py --rounds 4 --against-src <checkout> --out <file>
 
 A throwaway project holds `--modules` test modules. Each test makes the same objects under the same
 names (a namespace, a Deployment whose pods kwok runs, ConfigMaps), so a plane that was not clean
@@ -19,7 +19,8 @@ benchmarks/results/reset.json (or `--out`) with every raw sample.
 
 `--against-src DIR`: each mode runs twice a round, with this harness and with the one in another
 checkout (DIR/envtest/src first on PYTHONPATH, so pytest loads that plugin; the bench refuses to run
-when envtest would be imported from elsewhere), the order alternating: what a change bought.
+when either would be imported from elsewhere), which goes first alternating by round (give an even
+`--rounds`): what a change bought.
 """
 
 from __future__ import annotations
@@ -156,6 +157,9 @@ def main() -> int:
         parser.error(f"--modes: unknown {sorted(unknown)}; valid: {', '.join(MODES)}")
     envs = {"this": dict(os.environ)}
     origins = {"this": import_origin(envs["this"])}
+    here = str((ROOT / "envtest" / "src").resolve()) + os.sep
+    if not origins["this"].startswith(here):
+        raise SystemExit(f"envtest would be imported from {origins['this']}, not this checkout's {here}")
     if args.against_src:
         src = (args.against_src / "envtest" / "src").resolve()
         envs["base"] = {**os.environ, "PYTHONPATH": str(src)}
@@ -171,8 +175,10 @@ def main() -> int:
         write_project(root, args.modules)
         for r in range(args.rounds):
             order = modes[r % len(modes) :] + modes[: r % len(modes)]
-            for i, mode in enumerate(order):
-                impls = list(envs) if (r + i) % 2 == 0 else list(reversed(envs))
+            # Which harness goes first alternates by round, for every mode alike (an even --rounds
+            # gives each the first place as often); the modes' own order rotates besides.
+            impls = list(envs) if r % 2 == 0 else list(reversed(envs))
+            for mode in order:
                 for impl in impls:
                     sample = run(root, mode, envs[impl])
                     sample["round"], sample["impl"] = r + 1, impl

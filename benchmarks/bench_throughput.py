@@ -375,7 +375,8 @@ def main() -> int:
     )
     parser.add_argument("--workload", choices=("statefulsets", "deployment", "pods"), default="statefulsets")
     args = parser.parse_args()
-    result: dict[str, Any] = {**run_metadata(), "runs": []}
+    # "harness" runs with the planes' defaults only if the shell sets none of what they default.
+    result: dict[str, Any] = {**run_metadata(), "environment_gogc": os.environ.get("GOGC"), "runs": []}
     if args.out is None:
         args.out = (
             RESULTS

@@ -6,9 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+import requests
 
 from envtest import crds
-from envtest.errors import ConfigError, CRDError
+from envtest.errors import ConfigError, CRDError, ProcessError
 from envtest.plane import controlplane, flags, kwok
 from envtest.plane.controlplane import ControlPlane
 from envtest.plane.process import ManagedProcess
@@ -141,6 +142,16 @@ def test_launch_hands_the_component_its_environment(tmp_path, monkeypatch):
     assert launched[2].env is None, "inherits GOGC=150 as it is"
 
 
+class FakeProcess:
+    """A kube-apiserver that runs (or has exited with `returncode`) and logs `log`."""
+
+    def __init__(self, *, running: bool = True, log: str = "", returncode: int | None = None) -> None:
+        self.running, self.returncode, self.log = running, returncode, log
+
+    def log_tail(self) -> str:
+        return self.log
+
+
 class HealthzSession:
     """Answers /healthz from a list of statuses (the last repeats) and records the calls."""
 
@@ -150,6 +161,8 @@ class HealthzSession:
     def get(self, url: str, timeout: float):
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
         self.calls.append(f"GET {url.rsplit('/', 1)[-1]} {status}")
+        if status == 0:
+            raise requests.ConnectionError("refused")
         return type("Resp", (), {"status_code": status})()
 
 
@@ -159,7 +172,7 @@ def _plane_with_pki(tmp_path, monkeypatch, statuses):
     calls: list[str] = []
     session = HealthzSession(statuses, calls)
     monkeypatch.setattr(ControlPlane, "admin_session", lambda self: session)
-    monkeypatch.setattr(controlplane.time, "sleep", lambda s: None)
+    plane.processes["kube-apiserver"] = FakeProcess()  # type: ignore[assignment]
     launched: dict[str, dict[str, str | None]] = {}
 
     def launch(self, name, binary, args, ready, *, wait=True):
@@ -171,23 +184,78 @@ def _plane_with_pki(tmp_path, monkeypatch, statuses):
 
 
 def test_the_controller_manager_is_launched_only_once_healthz_passes(tmp_path, monkeypatch):
-    plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [500, 500, 200])
+    plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [500, 0, 200])
     plane._start_controller_manager(tmp_path / "kube-controller-manager")
     assert calls == [
         "GET healthz 500",
-        "GET healthz 500",
+        "GET healthz 0",
         "GET healthz 200",
         "launch kube-controller-manager",
-    ]
+    ], "a 500 and a refused connection are both 'not yet'"
 
 
 def test_healthz_that_never_passes_fails_the_start_with_the_apiserver_log(tmp_path, monkeypatch):
     plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [500])
     plane.start_timeout = 0.0
-    plane.processes["kube-apiserver"] = type("P", (), {"log_tail": lambda self: "hook failed"})()  # type: ignore[assignment]
+    plane.processes["kube-apiserver"] = FakeProcess(log="hook failed")  # type: ignore[assignment]
     with pytest.raises(controlplane.StartTimeout, match=r"(?s)/healthz not ok after 0s.*hook failed"):
         plane._start_controller_manager(tmp_path / "kube-controller-manager")
     assert "launch kube-controller-manager" not in calls
+
+
+def test_a_kube_apiserver_that_dies_before_healthz_passes_fails_the_start_with_its_log(tmp_path, monkeypatch):
+    plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [0])
+    dead = FakeProcess(running=False, returncode=-9, log="out of memory")
+    plane.processes["kube-apiserver"] = dead  # type: ignore[assignment]
+    with pytest.raises(
+        ProcessError, match=r"(?s)kube-apiserver exited \(code -9\) before /healthz.*out of memory"
+    ):
+        plane._start_controller_manager(tmp_path / "kube-controller-manager")
+    assert calls == ["GET healthz 0"], "no wait for a deadline once it is gone"
+
+
+def test_start_launches_scheduler_and_kwok_before_it_waits_for_healthz_for_the_controller_manager(
+    tmp_path, monkeypatch
+):
+    plane = ControlPlane("all", workdir=tmp_path)
+    order: list[str] = []
+    ready = FakeProcess()
+    ready.wait_ready = lambda until=None: None  # type: ignore[attr-defined]
+
+    def step(name: str, component: str | None = None):
+        def record(self, *args, **kwargs):
+            order.append(name)
+            if component:
+                self.processes[component] = ready
+
+        return record
+
+    monkeypatch.setattr(
+        ControlPlane, "_resolve_binaries", lambda self: dict.fromkeys(controlplane.ALL_COMPONENTS)
+    )
+    for method, component in [
+        ("_seed_etcd", None),
+        ("_start_etcd", "etcd"),
+        ("_write_pki", None),
+        ("_start_apiserver", "kube-apiserver"),
+        ("_install_crds_early", None),
+        ("_start_scheduler", "kube-scheduler"),
+        ("_start_kwok", "kwok"),
+        ("_wait_healthz", None),
+        ("_wait_cluster_ready", None),
+    ]:
+        monkeypatch.setattr(ControlPlane, method, step(method, component))
+    monkeypatch.setattr(
+        ControlPlane, "_launch", step("launch kube-controller-manager", "kube-controller-manager")
+    )
+    monkeypatch.setattr(
+        ControlPlane, "_component_kubeconfig", lambda self, name: tmp_path / f"{name}.kubeconfig"
+    )
+    plane.start()
+    assert order.index("_start_scheduler") < order.index("_wait_healthz")
+    assert order.index("_start_kwok") < order.index("_wait_healthz")
+    assert order.index("_wait_healthz") < order.index("launch kube-controller-manager")
+    assert order[-1] == "_wait_cluster_ready"
 
 
 def test_controller_manager_and_scheduler_serve_a_certificate_of_the_plane_ca(tmp_path, monkeypatch):

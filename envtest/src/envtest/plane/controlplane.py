@@ -29,7 +29,7 @@ import yaml
 
 from envtest import binaries, crds
 from envtest.binaries import gobuild, kwokrelease
-from envtest.errors import ConfigError, CRDError, StartTimeout, StopError
+from envtest.errors import ConfigError, CRDError, ProcessError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
 from envtest.loopback import direct_session
 from envtest.pki import CertificateAuthority, private_dir, service_account_key, write_private
@@ -491,14 +491,26 @@ class ControlPlane:
 
     def _wait_healthz(self) -> None:
         deadline = time.monotonic() + self.start_timeout
-        session = self.admin_session()
-        while session.get(f"{self.server}/healthz", timeout=2).status_code != 200:
+        apiserver = self.processes[APISERVER]
+        while not self._answers_ok("/healthz"):
+            if not apiserver.running:
+                raise ProcessError(
+                    f"kube-apiserver exited (code {apiserver.returncode}) before /healthz passed; "
+                    f"last log lines:\n{apiserver.log_tail()}"
+                )
             if time.monotonic() > deadline:
                 raise StartTimeout(
                     f"kube-apiserver's /healthz not ok after {self.start_timeout:.0f}s; its log:\n"
-                    f"{self.processes[APISERVER].log_tail()}"
+                    f"{apiserver.log_tail()}"
                 )
             time.sleep(0.01)  # what follows waits on this to the moment: a cheap local GET
+
+    def _answers_ok(self, path: str) -> bool:
+        """Whether kube-apiserver answers `path` with 200; a refused or timed-out request is a no."""
+        try:
+            return self.admin_session().get(f"{self.server}{path}", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
 
     def _serving_flags(self, component: str) -> dict[str, str]:
         """The serving certificate `_write_pki` issued for a component's secure port."""
@@ -615,9 +627,8 @@ class ControlPlane:
         if KCM not in self.components:
             return
         deadline = time.monotonic() + self.start_timeout
-        url = f"{self.server}/api/v1/namespaces/default/serviceaccounts/default"
         polls = 0
-        while self.admin_session().get(url, timeout=2).status_code != 200:
+        while not self._answers_ok("/api/v1/namespaces/default/serviceaccounts/default"):
             if time.monotonic() > deadline:
                 raise StartTimeout(
                     f"default ServiceAccount not created after {self.start_timeout:.0f}s; "
@@ -656,7 +667,7 @@ def _http_ok(url: str) -> bool:
 
 def _https_ok(url: str) -> bool:
     # The controller-manager's and scheduler's serving certificates are the plane CA's unless
-    # extra_args replace them (then self-signed); a liveness probe on loopback needs no verification.
+    # extra_args replace or remove them; a liveness probe on loopback needs no verification.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
         with direct_session() as session:
