@@ -157,14 +157,14 @@ def main() -> int:
         parser.error(f"--modes: unknown {sorted(unknown)}; valid: {', '.join(MODES)}")
     envs = {"this": dict(os.environ)}
     origins = {"this": import_origin(envs["this"])}
-    here = str((ROOT / "envtest" / "src").resolve()) + os.sep
-    if not origins["this"].startswith(here):
+    here = (ROOT / "envtest" / "src").resolve()
+    if here not in Path(origins["this"]).resolve().parents:
         raise SystemExit(f"envtest would be imported from {origins['this']}, not this checkout's {here}")
     if args.against_src:
         src = (args.against_src / "envtest" / "src").resolve()
         envs["base"] = {**os.environ, "PYTHONPATH": str(src)}
         origins["base"] = import_origin(envs["base"])
-        if not origins["base"].startswith(str(src) + os.sep):
+        if src not in Path(origins["base"]).resolve().parents:
             raise SystemExit(f"--against-src: envtest would be imported from {origins['base']}, not {src}")
     binaries.resolve_all(["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"])
     meta = run_metadata()

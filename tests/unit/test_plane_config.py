@@ -214,6 +214,27 @@ def test_a_kube_apiserver_that_dies_before_healthz_passes_fails_the_start_with_i
     assert calls == ["GET healthz 0"], "no wait for a deadline once it is gone"
 
 
+def test_the_default_service_account_wait_takes_a_refused_request_as_not_yet(tmp_path, monkeypatch):
+    plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [404, 0, 200])
+    plane.processes["kube-controller-manager"] = FakeProcess()  # type: ignore[assignment]
+    monkeypatch.setattr(controlplane, "_backoff", lambda polls: 0.0)
+    plane._wait_cluster_ready()
+    assert calls == ["GET default 404", "GET default 0", "GET default 200"]
+
+
+def test_a_controller_manager_that_dies_before_the_service_account_fails_the_start_at_once(
+    tmp_path, monkeypatch
+):
+    plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [0])
+    plane.processes["kube-controller-manager"] = FakeProcess(running=False, returncode=2, log="bad flag")  # type: ignore[assignment]
+    with pytest.raises(
+        ProcessError,
+        match=r"(?s)kube-controller-manager exited \(code 2\) before the default ServiceAccount.*bad flag",
+    ):
+        plane._wait_cluster_ready()
+    assert calls == ["GET default 0"], "no wait for a deadline once it is gone"
+
+
 def test_start_launches_scheduler_and_kwok_before_it_waits_for_healthz_for_the_controller_manager(
     tmp_path, monkeypatch
 ):
@@ -266,6 +287,7 @@ def test_controller_manager_and_scheduler_serve_a_certificate_of_the_plane_ca(tm
     plane._start_scheduler(tmp_path / "kube-scheduler")
     assert plane.ca is not None
     ca = x509.load_pem_x509_certificate(plane.ca.cert_pem)
+    assert set(launched) == {"kube-controller-manager", "kube-scheduler"}
     for name, args in launched.items():
         cert = x509.load_pem_x509_certificate(Path(str(args["tls-cert-file"])).read_bytes())
         cert.verify_directly_issued_by(ca)

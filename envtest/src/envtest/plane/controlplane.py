@@ -491,19 +491,24 @@ class ControlPlane:
 
     def _wait_healthz(self) -> None:
         deadline = time.monotonic() + self.start_timeout
-        apiserver = self.processes[APISERVER]
         while not self._answers_ok("/healthz"):
-            if not apiserver.running:
-                raise ProcessError(
-                    f"kube-apiserver exited (code {apiserver.returncode}) before /healthz passed; "
-                    f"last log lines:\n{apiserver.log_tail()}"
-                )
+            self._check_running(APISERVER, waiting_for="/healthz passed")
             if time.monotonic() > deadline:
                 raise StartTimeout(
                     f"kube-apiserver's /healthz not ok after {self.start_timeout:.0f}s; its log:\n"
-                    f"{apiserver.log_tail()}"
+                    f"{self.processes[APISERVER].log_tail()}"
                 )
             time.sleep(0.01)  # what follows waits on this to the moment: a cheap local GET
+
+    def _check_running(self, *names: str, waiting_for: str) -> None:
+        """A component that exited while the start waits on it fails the start at once, with its log."""
+        for name in names:
+            proc = self.processes[name]
+            if not proc.running:
+                raise ProcessError(
+                    f"{name} exited (code {proc.returncode}) before {waiting_for}; "
+                    f"last log lines:\n{proc.log_tail()}"
+                )
 
     def _answers_ok(self, path: str) -> bool:
         """Whether kube-apiserver answers `path` with 200; a refused or timed-out request is a no."""
@@ -521,6 +526,10 @@ class ControlPlane:
         }
 
     def _start_controller_manager(self, binary: Path) -> None:
+        # It checks /healthz once a second before it starts its controllers; started once /healthz
+        # passes (on a template plane that is later than the /readyz the start waits for), its first
+        # check passes instead of missing the last post-start hook by a fraction of that second.
+        self._wait_healthz()
         kubeconfig, pki, port = self._component_kubeconfig(KCM), self.workdir / "pki", free_port()
         args = {
             "kubeconfig": str(kubeconfig),
@@ -534,10 +543,6 @@ class ControlPlane:
             "cluster-signing-cert-file": str(pki / "ca.crt"),
             "cluster-signing-key-file": str(pki / "ca.key"),
         }
-        # It checks /healthz once a second before it starts its controllers; started once /healthz
-        # passes (on a template plane that is later than the /readyz the start waits for), its first
-        # check passes instead of missing the last post-start hook by a fraction of that second.
-        self._wait_healthz()
         self._launch(
             KCM, binary, args, ready=lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), wait=False
         )
@@ -629,6 +634,7 @@ class ControlPlane:
         deadline = time.monotonic() + self.start_timeout
         polls = 0
         while not self._answers_ok("/api/v1/namespaces/default/serviceaccounts/default"):
+            self._check_running(APISERVER, KCM, waiting_for="the default ServiceAccount was made")
             if time.monotonic() > deadline:
                 raise StartTimeout(
                     f"default ServiceAccount not created after {self.start_timeout:.0f}s; "

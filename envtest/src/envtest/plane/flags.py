@@ -11,11 +11,11 @@ from collections.abc import Mapping
 Flags = dict[str, str | None]
 
 ENVIRONMENT: Mapping[str, Mapping[str, str]] = {
-    # kube-apiserver's start is CPU-bound on a small machine, and a fifth of its CPU there is the
-    # garbage collector, mostly over the OpenAPI documents it builds and drops before it listens.
-    # At GOGC=400 it starts faster, and serves a heavy load faster too, for more memory (some
-    # 100 MB idle, twice the peak under 1,000 StatefulSets): benchmarks/results/start_gogc.json and
-    # throughput_gogc.json (docs/measurements.md).
+    # kube-apiserver's start is CPU-bound on a small machine, and about a quarter of its CPU there is
+    # the garbage collector (benchmarks/results/profile_apiserver_start.txt). At GOGC=400 it starts
+    # faster, and serves a heavy load faster too, for more memory (some 100 MB idle, twice the peak
+    # under 1,000 StatefulSets): benchmarks/results/start_gogc.json and throughput_gogc.json
+    # (docs/measurements.md).
     "kube-apiserver": {"GOGC": "400"},
 }
 """Environment variables a component starts with unless the environment sets them already (then
