@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmeta import ROOT, run_metadata
+from benchmeta import ROOT, import_origin, run_metadata
 
 from envtest import binaries
 
@@ -97,12 +97,6 @@ def write_project(root: Path, modules: int) -> None:
 MODES = ("private:all", "reset:all", "private:minimal", "reset:minimal")
 
 
-def import_origin(env: dict[str, str]) -> str:
-    """Where `import envtest` comes from with this environment (what pytest's plugin will load)."""
-    argv = [sys.executable, "-c", "import envtest; print(envtest.__file__)"]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.strip()
-
-
 def run(root: Path, mode: str, env: dict[str, str]) -> dict[str, object]:
     kind, components = mode.split(":")
     setups = root / f"setups-{kind}-{components}.jsonl"
@@ -156,14 +150,14 @@ def main() -> int:
     if unknown := set(modes) - set(MODES):
         parser.error(f"--modes: unknown {sorted(unknown)}; valid: {', '.join(MODES)}")
     envs = {"this": dict(os.environ)}
-    origins = {"this": import_origin(envs["this"])}
+    origins = {"this": import_origin("envtest", envs["this"])}
     here = (ROOT / "envtest" / "src").resolve()
     if here not in Path(origins["this"]).resolve().parents:
         raise SystemExit(f"envtest would be imported from {origins['this']}, not this checkout's {here}")
     if args.against_src:
         src = (args.against_src / "envtest" / "src").resolve()
         envs["base"] = {**os.environ, "PYTHONPATH": str(src)}
-        origins["base"] = import_origin(envs["base"])
+        origins["base"] = import_origin("envtest", envs["base"])
         if src not in Path(origins["base"]).resolve().parents:
             raise SystemExit(f"--against-src: envtest would be imported from {origins['base']}, not {src}")
     binaries.resolve_all(["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"])

@@ -42,9 +42,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import psutil
-from benchmeta import ROOT, apiserver_counts, run_metadata
+from benchmeta import ROOT, apiserver_counts, peak_rss_mb, run_metadata
 
 from envtest import ControlPlane
 from envtest.plane import kwok as kwok_plane
@@ -242,7 +243,7 @@ class Accounting:
             "requests_per_statefulset": round(sum(requests.values()) / n, 2),
             "requests": by_request,
             "cpu_seconds": cpu,
-            "peak_rss_mb": {name: _peak_rss_mb(p) for name, p in self.processes.items()},
+            "peak_rss_mb": {name: peak_rss_mb(p.pid) for name, p in self.processes.items()},
             "audited_writes": audited,
             "events": self._events(),
         }
@@ -275,31 +276,6 @@ class Accounting:
                 code = (event.get("responseStatus") or {}).get("code")
                 writes[f"{event['user']['username']} {event['verb']} {resource} {code}"] += 1
         return dict(writes.most_common())
-
-
-def _peak_rss_mb(process: psutil.Process) -> float | None:
-    """The process's resident-memory high-water mark since it started (the kernel's VmHWM)."""
-    try:
-        status = Path(f"/proc/{process.pid}/status").read_text()
-    except OSError:
-        return None
-    kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
-    return round(kb / 1024, 1) if kb is not None else None
-
-
-@contextmanager
-def environment(variables: dict[str, str]) -> Iterator[None]:
-    """Planes started inside see these variables (a component's own defaults yield to them)."""
-    saved = {k: os.environ.get(k) for k in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _cpu_seconds(process: psutil.Process) -> float:
@@ -414,7 +390,8 @@ def main() -> int:
         for repeat in range(args.repeat):
             for name, extra, kwok in variants if repeat % 2 == 0 else variants[::-1]:
                 stages = kwok_binds_claims() if name == PEER_VOLUME_STAGES else nullcontext()
-                with stages, environment(peer_env if name == env_name else {}):
+                # Planes started inside see these variables (a component's own defaults yield to them).
+                with stages, mock.patch.dict(os.environ, peer_env if name == env_name else {}):
                     sample = {"limits": name, "repeat": repeat, **measure(n, extra, kwok, args.observer)}
                 print(json.dumps(sample), file=sys.stderr, flush=True)
                 result["runs"].append(sample)

@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import platform
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,25 @@ def run_metadata() -> dict[str, Any]:
             "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
         },
     }
+
+
+def import_origin(package: str, env: dict[str, str]) -> str:
+    """Where `import package` comes from in a fresh interpreter with this environment (what a
+    benchmark's subprocess, or pytest's plugin loading, will import)."""
+    argv = [sys.executable, "-c", f"import {package}; print({package}.__file__)"]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """VmHWM: the most resident memory a process ever had, in MB (kernel-kept, so no sampling gaps);
+    None once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
 
 
 Key = tuple[str, str, str, str]  # (verb, group, resource, subresource)

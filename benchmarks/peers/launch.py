@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 import requests
+from benchmeta import import_origin, peak_rss_mb
 
 from envtest import binaries
 from envtest.plane.ports import free_port
@@ -68,14 +69,8 @@ class Operator:
         raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s:\n{self.tail()}")
 
     def peak_rss_mb(self) -> float | None:
-        """VmHWM: the most resident memory the process ever had (kernel-kept, so no sampling gaps)."""
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-        except OSError:
-            return None
-        return None
+        """The most resident memory the process ever had (benchmeta.peak_rss_mb)."""
+        return peak_rss_mb(self.proc.pid)
 
     def cpu_seconds(self) -> float | None:
         """User + system CPU the process has used so far (None once it is gone)."""
@@ -108,10 +103,7 @@ class Operator:
 def operator_origin(operator_src: Path) -> str:
     """Where `python -m mysql_operator` is imported from with `operator_src` first on PYTHONPATH."""
     env = {**os.environ, "PYTHONPATH": _prepend(str(operator_src), os.environ.get("PYTHONPATH"))}
-    code = "import mysql_operator; print(mysql_operator.__file__)"
-    return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    return import_origin("mysql_operator", env)
 
 
 def _prepend(entry: str, path: str | None) -> str:

@@ -217,7 +217,7 @@ def test_a_kube_apiserver_that_dies_before_healthz_passes_fails_the_start_with_i
 def test_the_default_service_account_wait_takes_a_refused_request_as_not_yet(tmp_path, monkeypatch):
     plane, calls, _ = _plane_with_pki(tmp_path, monkeypatch, [404, 0, 200])
     plane.processes["kube-controller-manager"] = FakeProcess()  # type: ignore[assignment]
-    monkeypatch.setattr(controlplane, "_backoff", lambda polls: 0.0)
+    monkeypatch.setattr(controlplane, "poll_pause", lambda polls: 0.0)
     plane._wait_cluster_ready()
     assert calls == ["GET default 404", "GET default 0", "GET default 200"]
 

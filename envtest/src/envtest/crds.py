@@ -17,6 +17,7 @@ import yaml
 
 from envtest import objects
 from envtest.errors import CRDError
+from envtest.wait import poll_pause
 
 CRD_API = "apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -202,8 +203,7 @@ def wait_ready(
                 missing.append(f"discovery of {group}/{version}")
         if not missing:
             return
-        # Usually established within a few hundred ms: look often at first, then back off.
-        time.sleep(min(0.1, 0.01 * 2 ** min(polls, 4)))
+        time.sleep(poll_pause(polls))
         polls += 1
     where = f"{source}: " if source else ""
     raise CRDError(f"{where}CRD {name} not ready after {timeout:.0f}s; waiting for: {', '.join(missing)}")

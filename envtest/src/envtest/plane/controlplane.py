@@ -38,6 +38,7 @@ from envtest.plane.ports import free_port
 from envtest.plane.process import ManagedProcess
 from envtest.plane.reset import ResetPoint, ResetReport, reset_to
 from envtest.record import policy
+from envtest.wait import poll_pause
 
 log = logging.getLogger(__name__)
 
@@ -640,14 +641,8 @@ class ControlPlane:
                     f"default ServiceAccount not created after {self.start_timeout:.0f}s; "
                     f"kube-controller-manager log:\n{self.processes[KCM].log_tail()}"
                 )
-            time.sleep(_backoff(polls))
+            time.sleep(poll_pause(polls))
             polls += 1
-
-
-def _backoff(polls: int) -> float:
-    """Seconds before the next look at something a start waits for: 10 ms at first, doubling to 100 ms
-    (it usually comes within a few hundred ms; looking every 200 ms lost half of that on average)."""
-    return min(0.1, 0.01 * 2 ** min(polls, 4))
 
 
 def _collection_url(server: str, obj: Mapping[str, Any]) -> str:
