@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 KIND_CLUSTER ?= envtest
 export GOTOOLCHAIN ?= local
 
-.PHONY: script-shells setup binaries test unit e2e test-versions durations run bench manifests lint docs docs-serve dist kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
+.PHONY: script-shells shells setup binaries test unit e2e test-versions durations run bench manifests lint docs docs-serve dist kind-host kind-image kind-up kind-standins kind-down e2e-kind kind-smoke kind-deploy kind-deployed-smoke kind-undeploy run-kind deploy clean
 
 # Both distributions editable, and the contributor's dev group (pip >= 25.1 reads [dependency-groups]).
 $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.toml
@@ -26,7 +26,13 @@ $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.tom
 	$(PY) -m pip install -q -e './envtest[kind]' -e ./operator --group dev
 	touch $@
 
-setup: $(VENV)/.installed binaries ## Python environment + control-plane binaries (built with go when not downloadable)
+setup: $(VENV)/.installed binaries shells ## Python environment + control-plane binaries (built with go when not downloadable)
+
+# The unit tests run the pod scripts under both shells. Where this machine has neither on PATH, their
+# Debian packages are downloaded (apt-get download: nothing installed) and the binaries copied into the
+# virtualenv; nothing outside $(VENV) changes.
+shells: $(VENV)/.installed ## dash and busybox into $(VENV)/bin when not on PATH (Debian packages, not installed)
+	$(PY) hack/script_shells.py $(VENV)/bin
 
 # The shells the database and backup pods run their scripts with (dash: Debian's and Ubuntu's /bin/sh;
 # busybox: the backup image's): the unit tests run every script under both and fail naming this target.
@@ -44,7 +50,7 @@ test: setup ## unit + e2e (local control plane), in parallel; fails on a skip th
 		$(PYTEST_ARGS)
 	$(PY) hack/skipcheck.py artifacts/junit-test.xml --max-skipped 0 --allow-kind-only
 
-unit: $(VENV)/.installed
+unit: $(VENV)/.installed shells
 	$(PY) -m pytest tests/unit -n $(WORKERS) $(PYTEST_ARGS)
 
 # Sharding across machines (pytest-split): `make e2e SHARDS=4 SHARD=2` runs group 2 of 4, balanced by the

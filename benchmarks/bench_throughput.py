@@ -4,6 +4,9 @@
     python benchmarks/bench_throughput.py --sizes 1000 --peer-kwok /path/to/kwok --repeat 2
     python benchmarks/bench_throughput.py --sizes 1000 --peer-volume-stages --repeat 3
     python benchmarks/bench_throughput.py --sizes 1000 --peer-env GOGC=100 --repeat 3
+    python benchmarks/bench_throughput.py --sizes 1000 --peer-binding-mode WaitForFirstConsumer --repeat 3
+    python benchmarks/bench_throughput.py --sizes 1000 --repeat 3 \
+        --peer-flag kube-controller-manager:concurrent-statefulset-syncs=20
     python benchmarks/bench_throughput.py --workload deployment --sizes 10000
     python benchmarks/bench_throughput.py --workload pods --sizes 1000,10000
 
@@ -19,7 +22,12 @@ patch left out; a `kwok.build` file beside it), `--repeat` times, alternating wh
 `--peer-volume-stages` runs the same with kwok's own volume stages in full, binding claims beside the
 controller-manager's PV binder (the plane before envtest.plane.kwok.as_provisioner). `--peer-env
 KEY=VALUE` (repeatable) runs the same with those variables in the planes' environment (`GOGC=100`:
-kube-apiserver at Go's default instead of envtest.plane.flags.ENVIRONMENT's). Each run records every
+kube-apiserver at Go's default instead of envtest.plane.flags.ENVIRONMENT's). `--peer-binding-mode
+WaitForFirstConsumer` runs the same with kwok's default StorageClass made again with that
+volumeBindingMode before the StatefulSets are created (kind's default class binds so; kwok's ships
+`Immediate`, which has the scheduler reject a pod until its claim is bound). `--peer-flag
+COMPONENT:FLAG=VALUE` (repeatable) runs the same with those flags added to the plane's (`extra_args`).
+Each run records every
 component's peak resident memory (the kernel's high-water mark). Writes
 benchmarks/results/throughput.json (or `--out`) with raw samples.
 
@@ -53,6 +61,7 @@ from envtest.plane.kwok import NODE_NAME
 
 RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
 PEER_VOLUME_STAGES = "kwok-binds-claims"
+STORAGE_CLASS = "kwok-volume"  # the default class kwok's volume stages ship
 UPSTREAM_LIMITS = {
     "kube-controller-manager": {"kube-api-qps": "20", "kube-api-burst": "30"},
     "kube-scheduler": {"kube-api-qps": "50", "kube-api-burst": "100"},
@@ -118,6 +127,33 @@ def kwok_binds_claims() -> Iterator[None]:
         yield
     finally:
         kwok_plane.as_provisioner = cut
+
+
+def set_binding_mode(session: Any, server: str, mode: str) -> None:
+    """Make the default StorageClass again with this volumeBindingMode (the field cannot be changed)."""
+    url = f"{server}/apis/storage.k8s.io/v1/storageclasses/{STORAGE_CLASS}"
+    live = session.get(url, timeout=10).json()
+    meta = live["metadata"]
+    body = {
+        **{k: v for k, v in live.items() if k not in ("metadata", "volumeBindingMode")},
+        "metadata": {"name": meta["name"], "annotations": meta.get("annotations", {})},
+        "volumeBindingMode": mode,
+    }
+    assert session.delete(url, timeout=10).status_code == 200, f"deleting {url}"
+    created = session.post(url.rsplit("/", 1)[0], json=body, timeout=10)
+    assert created.status_code == 201, f"creating the class: {created.status_code} {created.text[:300]}"
+
+
+def parse_flags(items: Iterable[str]) -> dict[str, dict[str, str | None]]:
+    """`COMPONENT:FLAG=VALUE` items as ControlPlane's extra_args; ValueError names a malformed item."""
+    flags: dict[str, dict[str, str | None]] = {}
+    for item in items:
+        component, _, setting = item.partition(":")
+        flag, sep, value = setting.partition("=")
+        if not (component and flag and sep):
+            raise ValueError(f"{item!r} is not COMPONENT:FLAG=VALUE")
+        flags.setdefault(component, {})[flag] = value
+    return flags
 
 
 def create_all(session: Any, url: str, bodies: Iterable[dict[str, Any]]) -> None:
@@ -288,12 +324,15 @@ def measure(
     extra_args: dict[str, dict[str, str | None]] | None,
     kwok: Path | None = None,
     observer: str = "watch",
+    binding_mode: str | None = None,
 ) -> dict[str, Any]:
     paths = {"kwok": kwok} if kwok else None
     with ControlPlane("all", extra_args=extra_args, binary_paths=paths, progress=lambda _m: None) as plane:
         session = plane.admin_session()
         ns = "bench"
         session.post(f"{plane.server}/api/v1/namespaces", json={"metadata": {"name": ns}}, timeout=10)
+        if binding_mode:
+            set_binding_mode(session, plane.server, binding_mode)
         base = f"{plane.server}/apis/apps/v1/namespaces/{ns}/statefulsets"
         accounting = Accounting(plane, ns)
         began = time.monotonic()
@@ -339,6 +378,18 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="also run with these variables in the planes' environment (GOGC=100: Go's default)",
     )
+    parser.add_argument(
+        "--peer-binding-mode",
+        choices=("WaitForFirstConsumer", "Immediate"),
+        help="also run with the default StorageClass binding volumes in this mode",
+    )
+    parser.add_argument(
+        "--peer-flag",
+        action="append",
+        default=[],
+        metavar="COMPONENT:FLAG=VALUE",
+        help="also run with these component flags (kube-controller-manager:concurrent-statefulset-syncs=20)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(
         "--observer",
@@ -360,7 +411,14 @@ def main() -> int:
             else RESULTS.with_name(f"throughput_{args.workload}.json")
         )
     if args.workload != "statefulsets":
-        if args.default_limits or args.peer_kwok or args.peer_volume_stages or args.peer_env:
+        if (
+            args.default_limits
+            or args.peer_kwok
+            or args.peer_volume_stages
+            or args.peer_env
+            or args.peer_binding_mode
+            or args.peer_flag
+        ):
             parser.error(f"--workload {args.workload}: the peers are for statefulsets")
         for n in (int(x) for x in args.sizes.split(",")):
             for repeat in range(args.repeat):
@@ -386,13 +444,24 @@ def main() -> int:
     env_name = "env " + " ".join(args.peer_env)
     if peer_env:
         variants.append((env_name, None, None))
+    try:
+        peer_flags = parse_flags(args.peer_flag)
+    except ValueError as exc:
+        parser.error(f"--peer-flag: {exc}")
+    if peer_flags:
+        variants.append(("flags " + " ".join(args.peer_flag), peer_flags, None))
+    binding_name = f"binding {args.peer_binding_mode}"
+    if args.peer_binding_mode:
+        variants.append((binding_name, None, None))
     for n in (int(x) for x in args.sizes.split(",")):
         for repeat in range(args.repeat):
             for name, extra, kwok in variants if repeat % 2 == 0 else variants[::-1]:
                 stages = kwok_binds_claims() if name == PEER_VOLUME_STAGES else nullcontext()
                 # Planes started inside see these variables (a component's own defaults yield to them).
                 with stages, mock.patch.dict(os.environ, peer_env if name == env_name else {}):
-                    sample = {"limits": name, "repeat": repeat, **measure(n, extra, kwok, args.observer)}
+                    mode = args.peer_binding_mode if name == binding_name else None
+                    run = measure(n, extra, kwok, args.observer, mode)
+                    sample = {"limits": name, "repeat": repeat, **run}
                 print(json.dumps(sample), file=sys.stderr, flush=True)
                 result["runs"].append(sample)
     args.out.parent.mkdir(parents=True, exist_ok=True)

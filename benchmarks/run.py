@@ -16,6 +16,7 @@ SCRIPTS: list[list[str]] = [
     ["bench_harness.py"],
     ["bench_requests.py"],
     ["bench_throughput.py", "--sizes", "100"],
+    ["bench_binding_mode.py"],
     ["bench_scale.py", "--sizes", "100"],
     ["bench_webhooks.py"],
     ["bench_reliability.py"],

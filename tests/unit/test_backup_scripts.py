@@ -14,11 +14,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
 
+import pod_shells
 import pytest
 
 from mysql_operator.controller.children import backups
@@ -43,13 +43,12 @@ class Shell:
         self.root, self.bin = root, root / "bin"
         self.bin.mkdir(parents=True)
         if name == "busybox":
-            busybox = shutil.which("busybox")
-            assert busybox is not None
+            busybox = pod_shells.require("busybox")
             for applet in APPLETS:
                 (self.bin / applet).symlink_to(busybox)
             self.argv = [busybox, "sh"]
         else:
-            self.argv = [str(shutil.which("dash"))]
+            self.argv = [pod_shells.require("dash")]
         dump = self.bin / "fake-dump"
         dump.write_text(FAKE_DUMP)
         dump.chmod(0o755)
@@ -91,8 +90,7 @@ class Shell:
 
 @pytest.fixture(params=["dash", "busybox"])
 def sh(request: pytest.FixtureRequest, tmp_path: Path) -> Shell:
-    if shutil.which(request.param) is None:
-        pytest.fail(f"{request.param} is not installed: run `make script-shells` (the shells the pods run)")
+    pod_shells.require(request.param)
     return Shell(request.param, tmp_path / "pod")
 
 

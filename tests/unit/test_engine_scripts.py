@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pod_shells
 import pytest
 
 from mysql_operator.database import actions, replication
@@ -262,10 +263,8 @@ class Pod:
 
 @pytest.fixture(params=list(SHELLS), ids=list(SHELLS))
 def pod(request: pytest.FixtureRequest, tmp_path: Path) -> Pod:
-    shell = SHELLS[request.param]
-    if shutil.which(shell[0]) is None:
-        pytest.fail(f"{shell[0]} is not installed: run `make script-shells` (the shells the pods run)")
-    return Pod(tmp_path / "pod", shell)
+    name, *args = SHELLS[request.param]
+    return Pod(tmp_path / "pod", [pod_shells.require(name), *args])
 
 
 def cnf(path: Path) -> dict[str, str]:

@@ -66,6 +66,9 @@ def load_stage_documents(stages_dir: Path) -> tuple[list[dict[str, Any]], list[d
                 if doc.get("kind") == "Stage":
                     stages.append(doc)
                 elif doc.get("kind") == "StorageClass":
+                    # As kwok ships it: binding Immediate. WaitForFirstConsumer (kind's default class)
+                    # has the scheduler poll each pod's claims once a second: a 3-replica StatefulSet
+                    # is Ready in 3.2 s instead of 0.3 s (benchmarks/results/binding_mode.json).
                     objects.append(doc)
     return stages, objects
 

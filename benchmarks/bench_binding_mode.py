@@ -1,0 +1,96 @@
+"""How long one small StatefulSet with claims takes to become Ready under each volumeBindingMode.
+
+    python benchmarks/bench_binding_mode.py [--pairs 8] [--replicas 3]
+
+The scale of a test, not of bench_throughput.py: one plane with every component; for each pair, kwok's
+default StorageClass is made again with `Immediate` (what kwok ships) and with `WaitForFirstConsumer`
+(kind's default class), alternating which goes first, and each time a StatefulSet of `--replicas` pods
+(OrderedReady: one pod after the other, a claim each) is created in a fresh namespace and timed until
+all its replicas are Ready. `bench_throughput.py --peer-binding-mode WaitForFirstConsumer` measures the
+same choice at 1,000 StatefulSets. Writes benchmarks/results/binding_mode.json (or `--out`) with raw
+samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_throughput import set_binding_mode, statefulset
+from benchmeta import ROOT, run_metadata
+
+from envtest import ControlPlane
+
+RESULTS = ROOT / "benchmarks" / "results" / "binding_mode.json"
+MODES = ("Immediate", "WaitForFirstConsumer")
+TIMEOUT = 120.0
+
+
+def until(check: Any, what: str) -> None:
+    """Poll `check` every 20 ms until it is true; fail naming `what` after TIMEOUT seconds."""
+    deadline = time.monotonic() + TIMEOUT
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{what}: not after {TIMEOUT:.0f} s")
+        time.sleep(0.02)
+
+
+def ready_seconds(session: Any, server: str, namespace: str, replicas: int) -> float:
+    """Seconds from creating the StatefulSet in a new namespace to `replicas` Ready pods."""
+    session.post(f"{server}/api/v1/namespaces", json={"metadata": {"name": namespace}}, timeout=10)
+    account = f"{server}/api/v1/namespaces/{namespace}/serviceaccounts/default"
+    until(lambda: session.get(account, timeout=10).status_code == 200, f"{namespace}'s ServiceAccount")
+    body = statefulset(0)
+    body["spec"]["replicas"] = replicas
+    url = f"{server}/apis/apps/v1/namespaces/{namespace}/statefulsets"
+    began = time.monotonic()
+    created = session.post(url, json=body, timeout=10)
+    assert created.status_code == 201, f"creating the StatefulSet: {created.status_code} {created.text[:300]}"
+
+    def ready() -> bool:
+        status = session.get(f"{url}/s0", timeout=10).json().get("status", {})
+        return (status.get("readyReplicas") or 0) >= replicas
+
+    until(ready, f"{namespace}'s StatefulSet")
+    return time.monotonic() - began
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pairs", type=int, default=8)
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+    order: list[str] = []
+    with ControlPlane("all", progress=lambda _m: None) as plane:
+        session = plane.admin_session()
+        for pair in range(args.pairs):
+            for mode in MODES if pair % 2 == 0 else MODES[::-1]:
+                set_binding_mode(session, plane.server, mode)
+                seconds = ready_seconds(session, plane.server, f"p{pair}-{mode.lower()}", args.replicas)
+                samples[mode].append(round(seconds, 3))
+                order.append(mode)
+                print(f"{mode}: {seconds:.3f} s", file=sys.stderr, flush=True)
+    result = {
+        **run_metadata(),
+        "replicas": args.replicas,
+        "order": order,
+        "samples": samples,
+        "median_seconds": {mode: round(statistics.median(v), 3) for mode, v in samples.items()},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["median_seconds"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
