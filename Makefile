@@ -26,11 +26,11 @@ $(VENV)/.installed: pyproject.toml envtest/pyproject.toml operator/pyproject.tom
 	$(PY) -m pip install -q -e './envtest[kind]' -e ./operator --group dev
 	touch $@
 
-setup: $(VENV)/.installed binaries shells ## Python environment + control-plane binaries (built with go when not downloadable)
+setup: $(VENV)/.installed binaries ## Python environment + control-plane binaries (built with go when not downloadable)
 
-# The unit tests run the pod scripts under both shells. Where this machine has neither on PATH, their
-# Debian packages are downloaded (apt-get download: nothing installed) and the binaries copied into the
-# virtualenv; nothing outside $(VENV) changes.
+# The unit tests run the pod scripts under both shells. Where this machine has either missing from PATH,
+# its Debian package is downloaded (apt-get download: nothing installed) and the binary copied into the
+# virtualenv; nothing outside $(VENV) changes. Only the targets running the unit tests need them.
 shells: $(VENV)/.installed ## dash and busybox into $(VENV)/bin when not on PATH (Debian packages, not installed)
 	$(PY) hack/script_shells.py $(VENV)/bin
 
@@ -45,12 +45,12 @@ binaries: $(VENV)/.installed
 
 # A skip is a test that proved nothing: `make test` fails on any skip but the documented kind-only ones
 # (hack/skipcheck.py KIND_ONLY; docs/ci.md). Every test runs under a time limit (tests/conftest.py).
-test: setup ## unit + e2e (local control plane), in parallel; fails on a skip that is not kind-only
+test: shells setup ## unit + e2e (local control plane), in parallel; fails on a skip that is not kind-only
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist $(PYTEST_DIST) -rs --junitxml=artifacts/junit-test.xml \
 		$(PYTEST_ARGS)
 	$(PY) hack/skipcheck.py artifacts/junit-test.xml --max-skipped 0 --allow-kind-only
 
-unit: $(VENV)/.installed shells
+unit: shells
 	$(PY) -m pytest tests/unit -n $(WORKERS) $(PYTEST_ARGS)
 
 # Sharding across machines (pytest-split): `make e2e SHARDS=4 SHARD=2` runs group 2 of 4, balanced by the

@@ -18,6 +18,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ MODES = ("Immediate", "WaitForFirstConsumer")
 TIMEOUT = 120.0
 
 
-def until(check: Any, what: str) -> None:
+def until(check: Callable[[], bool], what: str) -> None:
     """Poll `check` every 20 ms until it is true; fail naming `what` after TIMEOUT seconds."""
     deadline = time.monotonic() + TIMEOUT
     while not check():
@@ -42,7 +43,8 @@ def until(check: Any, what: str) -> None:
 
 def ready_seconds(session: Any, server: str, namespace: str, replicas: int) -> float:
     """Seconds from creating the StatefulSet in a new namespace to `replicas` Ready pods."""
-    session.post(f"{server}/api/v1/namespaces", json={"metadata": {"name": namespace}}, timeout=10)
+    made = session.post(f"{server}/api/v1/namespaces", json={"metadata": {"name": namespace}}, timeout=10)
+    assert made.status_code == 201, f"creating namespace {namespace}: {made.status_code} {made.text[:300]}"
     account = f"{server}/api/v1/namespaces/{namespace}/serviceaccounts/default"
     until(lambda: session.get(account, timeout=10).status_code == 200, f"{namespace}'s ServiceAccount")
     body = statefulset(0)

@@ -27,8 +27,7 @@ WaitForFirstConsumer` runs the same with kwok's default StorageClass made again 
 volumeBindingMode before the StatefulSets are created (kind's default class binds so; kwok's ships
 `Immediate`, which has the scheduler reject a pod until its claim is bound). `--peer-flag
 COMPONENT:FLAG=VALUE` (repeatable) runs the same with those flags added to the plane's (`extra_args`).
-Each run records every
-component's peak resident memory (the kernel's high-water mark). Writes
+Each run records every component's peak resident memory (the kernel's high-water mark). Writes
 benchmarks/results/throughput.json (or `--out`) with raw samples.
 
 `--workload deployment`: one Deployment of N replicas instead (ReplicaSet controller, scheduler, kwok;

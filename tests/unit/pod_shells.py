@@ -1,4 +1,4 @@
-"""The shells the operator's pod scripts run under (dash, busybox), found on PATH or where `make setup`
+"""The shells the operator's pod scripts run under (dash, busybox), found on PATH or where `make test`
 puts them when this machine has none: the virtualenv's bin (hack/script_shells.py)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def require(name: str) -> str:
     path = find(name)
     if path is None:
         pytest.fail(
-            f"{name} is not on PATH nor in {Path(sys.executable).parent}: run `make setup` (the virtualenv's "
-            "copy) or `make script-shells` (system-wide)"
+            f"{name} is not on PATH nor in {Path(sys.executable).parent}: run `make shells` (a copy in the "
+            "virtualenv) or `make script-shells` (system-wide)"
         )
     return path

@@ -1,8 +1,9 @@
 """hack/script_shells.py: the pod scripts' shells copied out of Debian packages, with apt-get and
-dpkg-deb replaced by fakes on PATH (the real download is what `make setup` runs)."""
+dpkg-deb replaced by fakes on PATH (the real download is what `make test` runs)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,54 +16,115 @@ shells = import_from(HACK, "script_shells")
 RUN_LIMIT = 60
 """Seconds before a run is called hung: a safety net, never an assertion."""
 
-# apt-get download <package>: a fake .deb named as Debian names them; dpkg-deb -x <deb> <dir>: the tree.
+# apt-get [-q] [-o=…] download|update <package>: every call logged; a fake .deb named as Debian names
+# them. FAIL_DOWNLOAD: every download fails; STALE_LISTS: a download with the machine's lists fails.
 FAKE_APT = """#!/bin/sh
+echo "$*" >> "$APT_LOG"
+private=
+while [ "${1#-}" != "$1" ]; do
+  case "$1" in -o=Dir::State::Lists=*) private=1 ;; esac
+  shift
+done
+[ "$1" = update ] && exit 0
 [ "$1" = download ] || exit 2
-[ -n "$FAIL_DOWNLOAD" ] && { echo "E: Unable to locate package $2" >&2; exit 100; }
+if [ -n "$FAIL_DOWNLOAD" ] || { [ -n "$STALE_LISTS" ] && [ -z "$private" ]; }; then
+  echo "E: Unable to locate package $2" >&2
+  exit 100
+fi
 echo fake > "$2_1.0_amd64.deb"
 """
+# dpkg-deb -x <deb> <dir>: the shell in $LAYOUT (bin or usr/bin); EMPTY_DEB: no shell; FAIL_DPKG: exit 2.
 FAKE_DPKG = """#!/bin/sh
 [ "$1" = -x ] || exit 2
-mkdir -p "$3/bin"
+[ -n "$FAIL_DPKG" ] && { echo "dpkg-deb: error: not a Debian format archive" >&2; exit 2; }
 shell=$(basename "$2" | cut -d_ -f1)
-[ -n "$EMPTY_DEB" ] || printf '#!/bin/sh\\necho from-deb\\n' > "$3/bin/$shell"
+mkdir -p "$3/$LAYOUT"
+[ -n "$EMPTY_DEB" ] || printf '#!/bin/sh\\necho from-deb\\n' > "$3/$LAYOUT/$shell"
 """
+TOOLS = ("basename", "cut", "mkdir")
+"""What the fakes run, linked beside them: PATH holds nothing else, so no real shell is found on it."""
 
 
 @pytest.fixture
-def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    tools = tmp_path / "tools"
-    tools.mkdir()
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "tools"
+    folder.mkdir()
     for name, body in (("apt-get", FAKE_APT), ("dpkg-deb", FAKE_DPKG)):
-        (tools / name).write_text(body)
-        (tools / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
-    return tools
+        (folder / name).write_text(body)
+        (folder / name).chmod(0o755)
+    for name in TOOLS:
+        real = shutil.which(name)
+        assert real is not None, name
+        (folder / name).symlink_to(real)
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.setenv("APT_LOG", str(tmp_path / "apt.log"))
+    monkeypatch.setenv("LAYOUT", "bin")
+    return folder
 
 
-def test_a_shell_is_copied_out_of_its_package(fake_tools: Path, tmp_path: Path) -> None:
+def apt_calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "apt.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def script(into: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(HACK / "script_shells.py"), str(into)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=RUN_LIMIT,
+    )
+
+
+@pytest.mark.parametrize("layout", ["bin", "usr/bin"])
+def test_a_shell_is_copied_out_of_its_package(
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    monkeypatch.setenv("LAYOUT", layout)
     target = shells.fetch("busybox", tmp_path / "bin")
     assert target == tmp_path / "bin" / "busybox"
     ran = subprocess.run([str(target)], capture_output=True, text=True, check=True, timeout=RUN_LIMIT)
     assert ran.stdout == "from-deb\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["busybox"]
+    assert apt_calls(tmp_path) == ["-q download busybox"]
+
+
+def test_stale_package_lists_are_fetched_into_the_temporary_folder(
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STALE_LISTS", "1")
+    shells.fetch("dash", tmp_path / "bin")
+    first, update, download = apt_calls(tmp_path)
+    assert first == "-q download dash"
+    assert update.endswith(" update") and download.endswith(" download dash")
+    for call in (update, download):
+        assert "-o=Dir::State::Lists=" in call and "-o=Dir::Cache=" in call
+        assert "/script-shells-" in call, "lists kept in the temporary folder, not the machine's"
 
 
 def test_a_failed_download_names_the_package_and_the_way_out(
-    fake_tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAIL_DOWNLOAD", "1")
-    with pytest.raises(shells.ShellError, match=r"apt-get download busybox failed \(exit 100\)") as err:
+    with pytest.raises(shells.ShellError, match=r"apt-get download busybox failed") as err:
         shells.fetch("busybox", tmp_path / "bin")
-    assert "Unable to locate package" in str(err.value)
+    assert "exit 100: E: Unable to locate package busybox" in str(err.value)
     assert "make script-shells" in str(err.value)
-    assert not (tmp_path / "bin" / "busybox").exists()
+    assert not (tmp_path / "bin").exists()
+
+
+def test_a_failed_extraction_is_named(tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIL_DPKG", "1")
+    with pytest.raises(shells.ShellError, match=r"dpkg-deb -x dash_1.0_amd64.deb failed \(exit 2\)"):
+        shells.fetch("dash", tmp_path / "bin")
 
 
 def test_a_package_without_the_binary_is_named(
-    fake_tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EMPTY_DEB", "1")
-    with pytest.raises(shells.ShellError, match=r"dash_1.0_amd64.deb holds no bin/dash"):
+    with pytest.raises(shells.ShellError, match=r"dash_1.0_amd64.deb holds no usr/bin/dash or bin/dash"):
         shells.fetch("dash", tmp_path / "bin")
 
 
@@ -74,18 +136,27 @@ def test_without_apt_get_it_says_to_install_the_shells(
         shells.fetch("dash", tmp_path / "bin")
 
 
-def test_the_command_leaves_a_shell_already_on_path_alone(fake_tools: Path, tmp_path: Path) -> None:
-    (fake_tools / "dash").write_text("#!/bin/sh\n")
-    (fake_tools / "dash").chmod(0o755)
-    (fake_tools / "busybox").write_text("#!/bin/sh\n")
-    (fake_tools / "busybox").chmod(0o755)
-    into = tmp_path / "bin"
-    done = subprocess.run(
-        [sys.executable, str(HACK / "script_shells.py"), str(into)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=RUN_LIMIT,
-    )
+def test_the_command_fetches_only_what_is_missing(
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tools / "dash").write_text("#!/bin/sh\n")
+    (tools / "dash").chmod(0o755)
+    into = tmp_path / "venv-bin"
+    done = script(into)
     assert done.returncode == 0, done.stderr
-    assert not into.exists()
+    assert sorted(p.name for p in into.iterdir()) == ["busybox"]
+    # A second run finds the copy and downloads nothing.
+    monkeypatch.setenv("FAIL_DOWNLOAD", "1")
+    again = script(into)
+    assert again.returncode == 0, again.stderr
+    assert apt_calls(tmp_path) == ["-q download busybox"]
+
+
+def test_the_command_fails_with_one_line_naming_the_shell(
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAIL_DOWNLOAD", "1")
+    done = script(tmp_path / "venv-bin")
+    assert done.returncode == 1
+    assert done.stderr.startswith("script-shells: apt-get download dash failed"), done.stderr
+    assert "Traceback" not in done.stderr
