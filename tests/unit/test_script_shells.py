@@ -16,22 +16,31 @@ shells = import_from(HACK, "script_shells")
 RUN_LIMIT = 60
 """Seconds before a run is called hung: a safety net, never an assertion."""
 
-# apt-get [-q] [-o=…] download|update <package>: every call logged; a fake .deb named as Debian names
-# them. FAIL_DOWNLOAD: every download fails; STALE_LISTS: a download with the machine's lists fails.
+# apt-get [-q] [--config-file=…] [-o=…] download <package>… | update: every call logged, a config file's
+# text too; a fake .deb per package, named as Debian names them. FAIL_DOWNLOAD: every download fails;
+# STALE_LISTS: a download with the machine's lists fails; FAIL_UPDATE: the update cannot reach the mirror
+# (apt warns and exits 0), so the download with the fresh lists fails as well.
 FAKE_APT = """#!/bin/sh
 echo "$*" >> "$APT_LOG"
 private=
 while [ "${1#-}" != "$1" ]; do
-  case "$1" in -o=Dir::State::Lists=*) private=1 ;; esac
+  case "$1" in
+    -o=Dir::State::Lists=*) private=1 ;;
+    --config-file=*) cat "${1#--config-file=}" >> "$APT_LOG.conf" ;;
+  esac
   shift
 done
-[ "$1" = update ] && exit 0
+if [ "$1" = update ]; then
+  [ -n "$FAIL_UPDATE" ] && echo "W: Failed to fetch http://deb.example/InRelease  Temporary failure" >&2
+  exit 0
+fi
 [ "$1" = download ] || exit 2
-if [ -n "$FAIL_DOWNLOAD" ] || { [ -n "$STALE_LISTS" ] && [ -z "$private" ]; }; then
-  echo "E: Unable to locate package $2" >&2
+shift
+if [ -n "$FAIL_DOWNLOAD" ] || [ -n "$FAIL_UPDATE" ] || { [ -n "$STALE_LISTS" ] && [ -z "$private" ]; }; then
+  echo "E: Unable to locate package $1" >&2
   exit 100
 fi
-echo fake > "$2_1.0_amd64.deb"
+for package in "$@"; do echo fake > "${package}_1.0_amd64.deb"; done
 """
 # dpkg-deb -x <deb> <dir>: the shell in $LAYOUT (bin or usr/bin); EMPTY_DEB: no shell; FAIL_DPKG: exit 2.
 FAKE_DPKG = """#!/bin/sh
@@ -41,7 +50,7 @@ shell=$(basename "$2" | cut -d_ -f1)
 mkdir -p "$3/$LAYOUT"
 [ -n "$EMPTY_DEB" ] || printf '#!/bin/sh\\necho from-deb\\n' > "$3/$LAYOUT/$shell"
 """
-TOOLS = ("basename", "cut", "mkdir")
+TOOLS = ("basename", "cat", "cut", "mkdir")
 """What the fakes run, linked beside them: PATH holds nothing else, so no real shell is found on it."""
 
 
@@ -82,7 +91,7 @@ def test_a_shell_is_copied_out_of_its_package(
     tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
     monkeypatch.setenv("LAYOUT", layout)
-    target = shells.fetch("busybox", tmp_path / "bin")
+    (target,) = shells.fetch(["busybox"], tmp_path / "bin")
     assert target == tmp_path / "bin" / "busybox"
     ran = subprocess.run([str(target)], capture_output=True, text=True, check=True, timeout=RUN_LIMIT)
     assert ran.stdout == "from-deb\n"
@@ -94,13 +103,37 @@ def test_stale_package_lists_are_fetched_into_the_temporary_folder(
     tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STALE_LISTS", "1")
-    shells.fetch("dash", tmp_path / "bin")
+    paths = shells.fetch(["dash", "busybox"], tmp_path / "bin")
+    assert paths == [tmp_path / "bin" / "dash", tmp_path / "bin" / "busybox"]
     first, update, download = apt_calls(tmp_path)
-    assert first == "-q download dash"
-    assert update.endswith(" update") and download.endswith(" download dash")
+    assert first == "-q download dash busybox"
+    assert update.endswith(" update") and download.endswith(" download dash busybox")
     for call in (update, download):
-        assert "-o=Dir::State::Lists=" in call and "-o=Dir::Cache=" in call
-        assert "/script-shells-" in call, "lists kept in the temporary folder, not the machine's"
+        paths_given = [
+            arg.rsplit("=", 1)[1] for arg in call.split() if arg.startswith(("-o=Dir::", "--config-"))
+        ]
+        assert len(paths_given) == 3, call  # the lists, the cache, the hookless configuration
+        folders = {Path(path).parent for path in paths_given}
+        assert len(folders) == 1 and folders.pop().name.startswith("script-shells-"), call
+    cleared = [
+        f"#clear APT::Update::{hook};" for hook in ("Pre-Invoke", "Post-Invoke", "Post-Invoke-Success")
+    ]
+    # The same hookless configuration given to the update and to the download.
+    assert (tmp_path / "apt.log.conf").read_text().splitlines() == cleared * 2
+
+
+def test_an_unreachable_mirror_is_named_with_each_attempt(
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAIL_UPDATE", "1")
+    with pytest.raises(shells.ShellError) as err:
+        shells.fetch(["busybox"], tmp_path / "bin")
+    lines = str(err.value).splitlines()
+    assert lines[0] == "apt-get download busybox failed:"
+    assert lines[1].startswith("  with this machine's package lists: exit 100: E: Unable to locate")
+    assert "Temporary failure" in lines[2] and lines[2].startswith("  apt-get update into script-shells-")
+    assert lines[3].startswith("  with fresh package lists: exit 100")
+    assert "make script-shells" in lines[4]
 
 
 def test_a_failed_download_names_the_package_and_the_way_out(
@@ -108,7 +141,7 @@ def test_a_failed_download_names_the_package_and_the_way_out(
 ) -> None:
     monkeypatch.setenv("FAIL_DOWNLOAD", "1")
     with pytest.raises(shells.ShellError, match=r"apt-get download busybox failed") as err:
-        shells.fetch("busybox", tmp_path / "bin")
+        shells.fetch(["busybox"], tmp_path / "bin")
     assert "exit 100: E: Unable to locate package busybox" in str(err.value)
     assert "make script-shells" in str(err.value)
     assert not (tmp_path / "bin").exists()
@@ -117,7 +150,7 @@ def test_a_failed_download_names_the_package_and_the_way_out(
 def test_a_failed_extraction_is_named(tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL_DPKG", "1")
     with pytest.raises(shells.ShellError, match=r"dpkg-deb -x dash_1.0_amd64.deb failed \(exit 2\)"):
-        shells.fetch("dash", tmp_path / "bin")
+        shells.fetch(["dash"], tmp_path / "bin")
 
 
 def test_a_package_without_the_binary_is_named(
@@ -125,15 +158,15 @@ def test_a_package_without_the_binary_is_named(
 ) -> None:
     monkeypatch.setenv("EMPTY_DEB", "1")
     with pytest.raises(shells.ShellError, match=r"dash_1.0_amd64.deb holds no usr/bin/dash or bin/dash"):
-        shells.fetch("dash", tmp_path / "bin")
+        shells.fetch(["dash"], tmp_path / "bin")
 
 
 def test_without_apt_get_it_says_to_install_the_shells(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(shells.ShellError, match="dash is not on PATH and this machine has no apt-get"):
-        shells.fetch("dash", tmp_path / "bin")
+    with pytest.raises(shells.ShellError, match="dash not on PATH and this machine has no apt-get"):
+        shells.fetch(["dash"], tmp_path / "bin")
 
 
 def test_the_command_fetches_only_what_is_missing(
@@ -152,11 +185,20 @@ def test_the_command_fetches_only_what_is_missing(
     assert apt_calls(tmp_path) == ["-q download busybox"]
 
 
-def test_the_command_fails_with_one_line_naming_the_shell(
+def test_the_command_fails_naming_the_shells_without_a_traceback(
     tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAIL_DOWNLOAD", "1")
     done = script(tmp_path / "venv-bin")
     assert done.returncode == 1
-    assert done.stderr.startswith("script-shells: apt-get download dash failed"), done.stderr
+    assert done.stderr.startswith("script-shells: apt-get download dash busybox failed"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_folder_it_cannot_write_is_named_without_a_traceback(tools: Path, tmp_path: Path) -> None:
+    into = tmp_path / "not-a-folder"
+    into.write_text("")
+    done = script(into)
+    assert done.returncode == 1
+    assert done.stderr.startswith("script-shells: ") and str(into) in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
