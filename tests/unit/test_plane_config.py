@@ -300,3 +300,64 @@ def test_controller_manager_and_scheduler_serve_a_certificate_of_the_plane_ca(tm
         assert not any(a.startswith("--tls-") for a in rendered) and any(
             a.startswith("--cert-dir=") for a in rendered
         ), f"{name}: extra_args can hand it back its self-signed certificate"
+
+
+RACE_LOG = (
+    "etcd exited with code 2 before it was ready; last log lines:\n"
+    "panic: error scanning unapplied entries [1, 216): requested index is unavailable due to compaction"
+)
+
+
+class DeadEtcd(FakeProcess):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message, self.stopped = message, False
+
+    def wait_ready(self, until=None) -> None:
+        raise ProcessError(self.message)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def _etcd_from_template(tmp_path, monkeypatch, message: str):
+    plane = ControlPlane("minimal", workdir=tmp_path / "work")
+    made = tmp_path / "template"
+    (made / "etcd" / "member").mkdir(parents=True)
+    (made / "etcd" / "member" / "from-template").write_text("")
+    (tmp_path / "work" / "etcd").mkdir(parents=True)
+    (tmp_path / "work" / "etcd" / "replayed").write_text("")
+    plane.from_template, plane._template_dir = True, made
+    plane._etcd_args = {
+        "data-dir": str(tmp_path / "work" / "etcd"),
+        "listen-client-urls": "http://127.0.0.1:1",
+    }
+    dead = DeadEtcd(message)
+    plane.processes["etcd"] = dead  # type: ignore[assignment]
+    launched: list[tuple[str, dict]] = []
+    monkeypatch.setattr(
+        ControlPlane,
+        "_launch",
+        lambda self, name, binary, args, ready, wait=True: launched.append((name, args)),
+    )
+    return plane, dead, launched
+
+
+def test_etcd_that_hits_its_replay_race_starts_again_from_a_fresh_copy(tmp_path, monkeypatch):
+    plane, dead, launched = _etcd_from_template(tmp_path, monkeypatch, RACE_LOG)
+    plane._wait_etcd(tmp_path / "etcd")
+    assert dead.stopped
+    assert launched == [("etcd", plane._etcd_args)], "once more, with the ports kube-apiserver was given"
+    data = tmp_path / "work" / "etcd"
+    assert (data / "member" / "from-template").exists() and not (data / "replayed").exists()
+
+
+@pytest.mark.parametrize("from_template", [True, False])
+def test_any_other_etcd_failure_is_raised_as_it_is(tmp_path, monkeypatch, from_template):
+    message = RACE_LOG if not from_template else "etcd exited with code 1 before it was ready: bind: in use"
+    plane, _, launched = _etcd_from_template(tmp_path, monkeypatch, message)
+    plane.from_template = from_template
+    with pytest.raises(ProcessError, match="before it was ready"):
+        plane._wait_etcd(tmp_path / "etcd")
+    assert launched == []
+    assert (tmp_path / "work" / "etcd" / "replayed").exists(), "the data is left for the log's reader"
