@@ -316,6 +316,9 @@ class DeadEtcd(FakeProcess):
     def wait_ready(self, until=None) -> None:
         raise ProcessError(self.message)
 
+    def log_tail(self, lines: int = 30) -> str:
+        return self.message
+
     def stop(self) -> None:
         self.stopped = True
 
@@ -334,20 +337,23 @@ def _etcd_from_template(tmp_path, monkeypatch, message: str):
     }
     dead = DeadEtcd(message)
     plane.processes["etcd"] = dead  # type: ignore[assignment]
-    launched: list[tuple[str, dict]] = []
+    launched: list[tuple[str, dict, bool]] = []
     monkeypatch.setattr(
         ControlPlane,
         "_launch",
-        lambda self, name, binary, args, ready, wait=True: launched.append((name, args)),
+        lambda self, name, binary, args, ready, wait=True: launched.append((name, dict(args), wait)),
     )
     return plane, dead, launched
 
 
 def test_etcd_that_hits_its_replay_race_starts_again_from_a_fresh_copy(tmp_path, monkeypatch):
     plane, dead, launched = _etcd_from_template(tmp_path, monkeypatch, RACE_LOG)
+    given = dict(plane._etcd_args)
     plane._wait_etcd(tmp_path / "etcd")
     assert dead.stopped
-    assert launched == [("etcd", plane._etcd_args)], "once more, with the ports kube-apiserver was given"
+    assert launched == [("etcd", given, True)], (
+        "once more, waited for, with the ports kube-apiserver was given"
+    )
     data = tmp_path / "work" / "etcd"
     assert (data / "member" / "from-template").exists() and not (data / "replayed").exists()
 
