@@ -18,27 +18,19 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench_throughput import set_binding_mode, statefulset
 from benchmeta import ROOT, run_metadata
 
-from envtest import ControlPlane
+from envtest import ControlPlane, eventually
 
 RESULTS = ROOT / "benchmarks" / "results" / "binding_mode.json"
 MODES = ("Immediate", "WaitForFirstConsumer")
 TIMEOUT = 120.0
-
-
-def until(check: Callable[[], bool], what: str) -> None:
-    """Poll `check` every 20 ms until it is true; fail naming `what` after TIMEOUT seconds."""
-    deadline = time.monotonic() + TIMEOUT
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{what}: not after {TIMEOUT:.0f} s")
-        time.sleep(0.02)
+POLL = 0.02
+"""Seconds between polls: short beside the 0.3 s a StatefulSet takes with Immediate binding."""
 
 
 def ready_seconds(session: Any, server: str, namespace: str, replicas: int) -> float:
@@ -46,7 +38,11 @@ def ready_seconds(session: Any, server: str, namespace: str, replicas: int) -> f
     made = session.post(f"{server}/api/v1/namespaces", json={"metadata": {"name": namespace}}, timeout=10)
     assert made.status_code == 201, f"creating namespace {namespace}: {made.status_code} {made.text[:300]}"
     account = f"{server}/api/v1/namespaces/{namespace}/serviceaccounts/default"
-    until(lambda: session.get(account, timeout=10).status_code == 200, f"{namespace}'s ServiceAccount")
+
+    def account_made() -> None:
+        assert session.get(account, timeout=10).status_code == 200
+
+    eventually(account_made, timeout=TIMEOUT, interval=POLL, description=f"{namespace}'s ServiceAccount")
     body = statefulset(0)
     body["spec"]["replicas"] = replicas
     url = f"{server}/apis/apps/v1/namespaces/{namespace}/statefulsets"
@@ -54,11 +50,11 @@ def ready_seconds(session: Any, server: str, namespace: str, replicas: int) -> f
     created = session.post(url, json=body, timeout=10)
     assert created.status_code == 201, f"creating the StatefulSet: {created.status_code} {created.text[:300]}"
 
-    def ready() -> bool:
+    def ready() -> None:
         status = session.get(f"{url}/s0", timeout=10).json().get("status", {})
-        return (status.get("readyReplicas") or 0) >= replicas
+        assert (status.get("readyReplicas") or 0) >= replicas, status
 
-    until(ready, f"{namespace}'s StatefulSet")
+    eventually(ready, timeout=TIMEOUT, interval=POLL, description=f"{namespace}'s StatefulSet")
     return time.monotonic() - began
 
 

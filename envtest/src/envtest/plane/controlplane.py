@@ -55,8 +55,6 @@ ADMIN_USER = "envtest-admin"
 # Component identities: system:masters keeps the plane simple; RBAC is exercised by the users
 # tests create (the operator runs bound to its own ClusterRole, never as one of these).
 MASTERS = ("system:masters",)
-ETCD_REPLAY_RACE = "requested index is unavailable due to compaction"
-"""In the panic of an etcd whose election began while it replayed its log (ControlPlane._wait_etcd)."""
 
 
 def parse_components(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -128,8 +126,8 @@ class ControlPlane:
         None: unless ENVTEST_PLANE_TEMPLATE is 0 or false."""
         self.from_template = False
         """Whether this start's etcd began from a template."""
-        self._template_dir: Path | None = None
-        self._etcd_args: dict[str, str | None] = {}
+        self.template_dir: Path | None = None
+        """The plane template this start's etcd was copied from, if any."""
         self.node_capacity = dict(node_capacity or {})
         """Overrides of the fake Node's capacity (kwok.NODE_CAPACITY), e.g. {"pods": "110"}."""
         self.extra_args = {k: dict(v) for k, v in (extra_args or {}).items()}
@@ -189,7 +187,7 @@ class ControlPlane:
             self._start_etcd(paths[ETCD], wait=False)
             self._write_pki()
             self._start_apiserver(paths[APISERVER], wait=False)
-            self._wait_etcd(paths[ETCD])
+            self.processes[ETCD].wait_ready()
             self._install_crds_early()
             # The rest only talk to the apiserver: they start side by side, then each is waited for.
             if SCHEDULER in self.components:
@@ -293,7 +291,7 @@ class ControlPlane:
         return paths
 
     def _seed_etcd(self, paths: Mapping[str, Path]) -> None:
-        self.from_template = False
+        self.from_template, self.template_dir = False, None
         if not self.use_template or self.extra_args.get(ETCD) or self.extra_args.get(APISERVER):
             return
         if (self.workdir / "etcd").exists():
@@ -318,7 +316,7 @@ class ControlPlane:
             took = time.monotonic() - began
             self._progress(f"plane template made in {took:.1f}s (once for these binaries)")
         template.copy_into(found, self.workdir / "etcd")
-        self.from_template, self._template_dir = True, found
+        self.from_template, self.template_dir = True, found
 
     def _make_template(self, paths: Mapping[str, Path], data_dir: Path) -> None:
         """An ordinary start of etcd and kube-apiserver alone, stopped once /readyz is ok with every
@@ -433,26 +431,7 @@ class ControlPlane:
             "initial-advertise-peer-urls": peer_url,
             "initial-cluster": f"envtest={peer_url}",
         }
-        self._etcd_args = args
         self._launch(ETCD, binary, args, ready=lambda: _http_ok(f"{self.etcd_url}/health"), wait=wait)
-
-    def _wait_etcd(self, binary: Path) -> None:
-        """etcd ready. From a template, etcd can panic while it replays the copied log: an election tick
-        lands after etcd compacted its in-memory raft log during the replay but before raft recorded the
-        replayed entries as applied (ETCD_REPLAY_RACE). The race is in the timing, not the data: a new
-        copy starts once more, on the same ports kube-apiserver was given."""
-        try:
-            self.processes[ETCD].wait_ready()
-        except ProcessError:
-            # The whole log: the panic's line sits above its stack trace, which may fill the message's tail.
-            race = ETCD_REPLAY_RACE in self.processes[ETCD].log_tail(200)
-            if not (self.from_template and self._template_dir and race):
-                raise
-            self._warn("etcd panicked replaying the plane template's log (an etcd race); starting it again")
-            self.processes[ETCD].stop()
-            shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
-            template.copy_into(self._template_dir, self.workdir / "etcd")
-            self._launch(ETCD, binary, self._etcd_args, ready=lambda: _http_ok(f"{self.etcd_url}/health"))
 
     def _start_apiserver(self, binary: Path, *, wait: bool = True) -> None:
         pki = self.workdir / "pki"

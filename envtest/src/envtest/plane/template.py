@@ -32,7 +32,7 @@ from envtest.binaries import cache_root
 from envtest.loopback import direct_session
 from envtest.plane.etcdkv import b64, prefix_end
 
-FORMAT = 2
+FORMAT = 3
 """Changes whenever what a template holds or how it is made changes, so older ones are not used."""
 
 STAGING_ABANDONED_AFTER = 3600.0
