@@ -40,7 +40,8 @@ def ready_seconds(session: Any, server: str, namespace: str, replicas: int) -> f
     account = f"{server}/api/v1/namespaces/{namespace}/serviceaccounts/default"
 
     def account_made() -> None:
-        assert session.get(account, timeout=10).status_code == 200
+        if session.get(account, timeout=10).status_code != 200:
+            raise AssertionError("not yet")  # raised, not asserted: `python -O` keeps the wait
 
     eventually(account_made, timeout=TIMEOUT, interval=POLL, description=f"{namespace}'s ServiceAccount")
     body = statefulset(0)
@@ -52,7 +53,8 @@ def ready_seconds(session: Any, server: str, namespace: str, replicas: int) -> f
 
     def ready() -> None:
         status = session.get(f"{url}/s0", timeout=10).json().get("status", {})
-        assert (status.get("readyReplicas") or 0) >= replicas, status
+        if (status.get("readyReplicas") or 0) < replicas:
+            raise AssertionError(status)
 
     eventually(ready, timeout=TIMEOUT, interval=POLL, description=f"{namespace}'s StatefulSet")
     return time.monotonic() - began

@@ -40,6 +40,21 @@ def test_every_environment_variable_is_documented() -> None:
         assert what.strip() and f"| `{name}` |" in table, name
 
 
+def test_every_environment_variable_the_harness_names_is_known() -> None:
+    """A name read somewhere but missing from the table is refused by the plugin and the CLI as a typo."""
+    source = ROOT / "envtest" / "src" / "envtest"
+    named = {
+        name
+        for path in source.rglob("*.py")
+        for name in re.findall(r"[\"'](ENVTEST_[A-Z0-9_]+)[\"']", path.read_text())
+        if name != environment.PREFIX
+    }
+    assert len(named) > 10, f"found only {sorted(named)} under {source}: the scan is wrong"
+    assert named <= environment.VARIABLES.keys() | environment.FOREIGN, sorted(
+        named - environment.VARIABLES.keys() - environment.FOREIGN
+    )
+
+
 def test_the_reference_page_asks_for_both_tables_and_counts_what_it_shows() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text()
     assert configref.OPTIONS_MARKER in page and configref.ENVIRONMENT_MARKER in page

@@ -29,11 +29,12 @@ ETCD_FLAGS: Flags = {
     # election, and with it kube-apiserver's storage (defaults 100/1000 ms: up to 1 s of start).
     "heartbeat-interval": "10",
     "election-timeout": "50",
-    # A snapshot on disk every 100 entries (default 10,000), so a restart (a plane's copy of its
-    # template, `restart("etcd")`, a kept plane) replays at most 100: fewer than etcd applies before it
-    # compacts its in-memory raft log. Without a snapshot that compaction can run before raft counts the
-    # replay as applied, and an election tick then panics ("requested index is unavailable due to
-    # compaction"); after one, it never reaches below the snapshot.
+    # A snapshot on disk every 100 entries (default 10,000). etcd restarts (a plane's copy of its
+    # template, `restart("etcd")`, a kept plane) from its newest snapshot, and raft counts that much as
+    # applied. With none, raft starts from 0, and the compaction etcd runs on its in-memory log every
+    # 100 applied entries (down to index 1) can come before raft counts the replay as applied: an
+    # election tick then panics ("requested index is unavailable due to compaction"). With a snapshot,
+    # that compaction never reaches past it.
     "snapshot-count": "100",
     "log-level": "warn",
     "quota-backend-bytes": str(2 * 1024**3),
