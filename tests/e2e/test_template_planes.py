@@ -185,8 +185,8 @@ def _safe_to_replay(snapshot: int, index: int) -> None:
 
 def test_a_template_restarts_from_a_snapshot_past_what_etcds_compaction_reaches(tmp_path: Path) -> None:
     """Replaying a log with no snapshot, etcd compacts its in-memory log (every 100 applied entries)
-    before raft counts the replay as applied, and an election tick then panics. A template ends with
-    a snapshot on disk, so its copies start from it."""
+    before raft counts the replay as applied, and an election tick then panics. A template holds a
+    snapshot on disk within 100 entries of its end, so its copies start from it."""
     plane = ControlPlane("minimal", workdir=tmp_path / "plane", record=False, use_template=True)
     with plane:
         assert plane.from_template and plane.template_dir is not None

@@ -28,7 +28,7 @@ VARIABLES: dict[str, str] = {
     "ENVTEST_TIMEOUT_SCALE": "factor for the `timeouts` fixture (default: 1 local, 4 existing, 6 kind)",
     "ENVTEST_RUN_ID": "the run's id in labels (default: random); lets CI name a run it may sweep later",
     "ENVTEST_TIMINGS": "file to which fixtures append their durations as JSON lines (benchmarks)",
-    "ENVTEST_PLANE_TEMPLATE": "0: local planes start without a plane template (a full bootstrap each time)",
+    "ENVTEST_PLANE_TEMPLATE": "0 (or false, no, off): local planes start without a plane template",
 }
 """Also read, as controller-runtime's envtest reads them: KUBEBUILDER_ASSETS and TEST_ASSET_<NAME>."""
 

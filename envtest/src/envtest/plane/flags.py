@@ -31,10 +31,11 @@ ETCD_FLAGS: Flags = {
     "election-timeout": "50",
     # A snapshot on disk every 100 entries (default 10,000). etcd restarts (a plane's copy of its
     # template, `restart("etcd")`, a kept plane) from its newest snapshot, and raft counts that much as
-    # applied. With none, raft starts from 0, and the compaction etcd runs on its in-memory log every
-    # 100 applied entries (down to index 1) can come before raft counts the replay as applied: an
-    # election tick then panics ("requested index is unavailable due to compaction"). With a snapshot,
-    # that compaction never reaches past it.
+    # applied. With none, raft starts from 0, and the compaction etcd runs on its in-memory log (every
+    # 100 applied entries, a fixed step; down to index 1, or to 5,000 below the applied one) can come
+    # before raft counts the replay as applied: an election tick then panics ("requested index is
+    # unavailable due to compaction"). With a snapshot fewer than 5,000 entries back, which this count
+    # keeps, that compaction never reaches past it.
     "snapshot-count": "100",
     "log-level": "warn",
     "quota-backend-bytes": str(2 * 1024**3),
