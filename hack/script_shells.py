@@ -23,8 +23,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-PACKAGES = {"dash": "dash", "busybox": "busybox"}
-"""Shell → its Debian package."""
+SHELLS = ("dash", "busybox")
+"""The shells, each in the Debian package of its own name."""
 MEMBERS = ("usr/bin", "bin")
 """Where a package holds the binary: /usr/bin since Debian 13 and the Ubuntu releases of its time."""
 HOOKS = ("Pre-Invoke", "Post-Invoke", "Post-Invoke-Success")
@@ -44,8 +44,8 @@ def fetch(names: Sequence[str], into: Path) -> list[Path]:
                 "busybox with the system's package manager"
             )
     with tempfile.TemporaryDirectory(prefix="script-shells-") as tmp:
-        debs = _download([PACKAGES[name] for name in names], Path(tmp))
-        return [_extract(name, debs[PACKAGES[name]], Path(tmp) / name, into) for name in names]
+        debs = _download(list(names), Path(tmp))
+        return [_extract(name, debs[name], Path(tmp) / name, into) for name in names]
 
 
 def _download(packages: list[str], folder: Path) -> dict[str, Path]:
@@ -122,7 +122,7 @@ def main() -> int:
     )
     parser.add_argument("into", type=Path, help="the folder (the virtualenv's bin)")
     args = parser.parse_args()
-    missing = [n for n in PACKAGES if not (shutil.which(n) or shutil.which(n, path=str(args.into)))]
+    missing = [n for n in SHELLS if not (shutil.which(n) or shutil.which(n, path=str(args.into)))]
     if not missing:
         return 0
     try:

@@ -65,6 +65,20 @@ class Plane:
         assert resp.status_code == 200, resp.text
         return resp.json()  # type: ignore[no-any-return]
 
+    def delete_crd(self) -> None:
+        """Delete the CRD and wait until the apiserver's CRD finalizer has removed it."""
+        gone = self.s.delete(f"{self.api}/{crds.CRD_API}/{CRD_NAME}", timeout=self.timeouts(30))
+        assert gone.status_code in (200, 202), gone.text
+
+        def crd_gone() -> None:
+            resp = self.s.get(f"{self.api}/{crds.CRD_API}/{CRD_NAME}", timeout=self.timeouts(10))
+            # Still there: its conditions say which step of the finalizer it is waiting in.
+            if resp.status_code == 200:
+                raise AssertionError((resp.json().get("status") or {}).get("conditions"))
+            assert resp.status_code == 404, resp.text[:500]
+
+        eventually(crd_gone, timeout=self.timeouts(60), description=f"CRD {CRD_NAME} gone")
+
     def stored_versions(self) -> list[str]:
         return list(self.crd()["status"]["storedVersions"])
 
@@ -189,17 +203,8 @@ def test_v1beta1_objects_are_restored_at_v1_before_stored_versions_is_trimmed(
 ) -> None:
     t = plane.timeouts
 
-    def crd_gone() -> None:
-        resp = plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=t(10))
-        # Still there: its conditions say which step of the apiserver's CRD finalizer it is waiting in.
-        if resp.status_code == 200:
-            raise AssertionError((resp.json().get("status") or {}).get("conditions"))
-        assert resp.status_code == 404, resp.text[:500]
-
     # The plane came with the current CRD: start over as a cluster of the release before.
-    gone = plane.s.delete(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=t(30))
-    assert gone.status_code in (200, 202), gone.text
-    eventually(crd_gone, timeout=t(60))
+    plane.delete_crd()
     plane.install(the_release_before())
     assert plane.stored_versions() == ["v1beta1"]
     names = seed_objects(plane)
@@ -283,17 +288,7 @@ def test_trimming_without_the_migration_strands_objects_stored_at_v1beta1(plane:
     """The control for step 4 above: what the migration prevents is real. Trim storedVersions by
     hand, drop v1beta1, and an object whose bytes are still v1beta1 no longer reads at any version."""
     t = plane.timeouts
-    gone = plane.s.delete(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=t(30))
-    assert gone.status_code in (200, 202), gone.text
-
-    def crd_gone() -> None:
-        resp = plane.s.get(f"{plane.api}/{crds.CRD_API}/{CRD_NAME}", timeout=t(10))
-        # Still there: its conditions say which step of the apiserver's CRD finalizer it is waiting in.
-        if resp.status_code == 200:
-            raise AssertionError((resp.json().get("status") or {}).get("conditions"))
-        assert resp.status_code == 404, resp.text[:500]
-
-    eventually(crd_gone, timeout=t(60))
+    plane.delete_crd()
     plane.install(the_release_before())
     plane.create(
         {
