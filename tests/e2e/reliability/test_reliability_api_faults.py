@@ -243,10 +243,15 @@ def test_steady_state_sends_no_writes(
     for name in ("db-a", "db-b"):
         scenario.create(name, replicas=2)
     scenario.wait_running()
-    before = faults.writes()
+    before, since = faults.writes(), time.monotonic()
 
     def no_writes() -> None:
-        assert faults.writes() == before, f"writes once converged: {faults.counts()}"
+        late = [
+            f"{e.info.verb} {e.info.full_resource} {e.info.name} ({e.received - since:+.2f}s)"
+            for e in faults.exchanges(WRITE_VERBS)
+            if e.received >= since
+        ]
+        assert faults.writes() == before, f"writes once converged: {late}"
 
     consistently(no_writes, duration=scenario.timeouts(10), interval=0.5)
     scenario.finish()
