@@ -3,12 +3,17 @@ session's plane reset before each module (`envtest_reset = module`), as pytest r
 
     python benchmarks/bench_reset.py [--rounds 3] [--modules 6]
     python benchmarks/bench_reset.py --rounds 4 --against-src <checkout> --out <file>
+    python benchmarks/bench_reset.py --crds ''        # a session without CRDs
 
-A throwaway project holds `--modules` test modules. Each test makes the same objects under the same
-names (a namespace, a Deployment whose pods kwok runs, ConfigMaps), so a plane that was not clean
-would make it fail with 409. Four modes run in turn, rotating their order each round:
+A throwaway project holds `--modules` test modules and, as its session's CRDs (`envtest_crds`), a
+copy of `--crds` (default: this repository's api/crd, whose CEL rules kube-apiserver compiles). Each
+test makes the same objects under the same names (a namespace, a Deployment whose pods kwok runs,
+ConfigMaps), so a plane that was not clean would make it fail with 409. The modes run in turn,
+rotating their order each round:
 
 - `private:all`, `private:minimal`: every test asks for `private_cluster` (its own plane);
+- `fresh:all`, `fresh:minimal`: the same without plane templates (`ENVTEST_PLANE_TEMPLATE=0`): what
+  each private plane would cost as an ordinary start;
 - `reset:all`, `reset:minimal`: every test uses the session's `cluster`, reset before its module.
 
 Recorded per run: pytest's wall time, each test's setup time (the fixture's request to a ready,
@@ -29,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +47,7 @@ from benchmeta import ROOT, import_origin, run_metadata
 from envtest import binaries
 
 RESULTS = ROOT / "benchmarks" / "results" / "reset.json"
+CRDS = ROOT / "api" / "crd"
 
 TEST = """
 import time
@@ -84,8 +91,12 @@ def pytest_runtest_logreport(report):
 """
 
 
-def write_project(root: Path, modules: int) -> None:
-    (root / "pytest.ini").write_text("[pytest]\nenvtest_job_pods = hold\n")
+def write_project(root: Path, modules: int, crds: Path | None) -> None:
+    ini = "[pytest]\nenvtest_job_pods = hold\n"
+    if crds is not None:
+        shutil.copytree(crds, root / "crds")
+        ini += "envtest_crds = crds\n"
+    (root / "pytest.ini").write_text(ini)
     (root / "conftest.py").write_text(CONFTEST)
     for i in range(modules):
         for fixture in ("private_cluster", "cluster"):
@@ -94,7 +105,7 @@ def write_project(root: Path, modules: int) -> None:
             (folder / f"test_m{i:02d}.py").write_text(TEST.format(fixture=fixture))
 
 
-MODES = ("private:all", "reset:all", "private:minimal", "reset:minimal")
+MODES = ("private:all", "fresh:all", "reset:all", "private:minimal", "fresh:minimal", "reset:minimal")
 
 
 def run(root: Path, mode: str, env: dict[str, str]) -> dict[str, object]:
@@ -109,14 +120,15 @@ def run(root: Path, mode: str, env: dict[str, str]) -> dict[str, object]:
         "-p",
         "no:cacheprovider",
         f"--envtest-components={components}",
-        str(root / ("private_cluster" if kind == "private" else "cluster")),
+        str(root / ("cluster" if kind == "reset" else "private_cluster")),
     ]
+    env = {**env, "BENCH_SETUPS": str(setups)}
     if kind == "reset":
         argv.append("--envtest-reset=module")
+    if kind == "fresh":
+        env["ENVTEST_PLANE_TEMPLATE"] = "0"
     began = time.monotonic()
-    proc = subprocess.run(
-        argv, cwd=root, env={**env, "BENCH_SETUPS": str(setups)}, capture_output=True, text=True
-    )
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
     wall = time.monotonic() - began
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
     records = [json.loads(line) for line in setups.read_text().splitlines()] if setups.exists() else []
@@ -144,8 +156,17 @@ def main() -> int:
     parser.add_argument("--modules", type=int, default=6)
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--against-src", type=Path, metavar="DIR", help="also run the harness from DIR")
+    parser.add_argument(
+        "--crds",
+        default=str(CRDS),
+        metavar="DIR",
+        help="the session's CRDs ('' for none; default: %(default)s)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    crds = Path(args.crds) if args.crds else None
+    if crds is not None and not crds.is_dir():
+        parser.error(f"--crds: {crds} is not a directory")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := set(modes) - set(MODES):
         parser.error(f"--modes: unknown {sorted(unknown)}; valid: {', '.join(MODES)}")
@@ -166,7 +187,7 @@ def main() -> int:
     failed = False
     with tempfile.TemporaryDirectory(prefix="bench-reset-") as tmp:
         root = Path(tmp)
-        write_project(root, args.modules)
+        write_project(root, args.modules, crds)
         for r in range(args.rounds):
             order = modes[r % len(modes) :] + modes[: r % len(modes)]
             # Which harness goes first alternates by round, for every mode alike (an even --rounds
@@ -185,6 +206,7 @@ def main() -> int:
         "kubernetes": binaries.k8s_version(),
         "rounds": args.rounds,
         "modules": args.modules,
+        "crds": str(crds.relative_to(ROOT)) if crds is not None and crds.is_relative_to(ROOT) else args.crds,
         "envtest_imported_from": origins,
         "summary": summary["this"],
         **({"summary_base": summary["base"]} if "base" in summary else {}),

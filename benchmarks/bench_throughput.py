@@ -7,6 +7,7 @@
     python benchmarks/bench_throughput.py --sizes 1000 --peer-binding-mode WaitForFirstConsumer --repeat 3
     python benchmarks/bench_throughput.py --sizes 1000 --repeat 3 \
         --peer-flag kube-controller-manager:concurrent-statefulset-syncs=20
+    python benchmarks/bench_throughput.py --sizes 1000 --peer-record-off --repeat 2
     python benchmarks/bench_throughput.py --workload deployment --sizes 10000
     python benchmarks/bench_throughput.py --workload pods --sizes 1000,10000
 
@@ -27,6 +28,8 @@ WaitForFirstConsumer` runs the same with kwok's default StorageClass made again 
 volumeBindingMode before the StatefulSets are created (kind's default class binds so; kwok's ships
 `Immediate`, which has the scheduler reject a pod until its claim is bound). `--peer-flag
 COMPONENT:FLAG=VALUE` (repeatable) runs the same with those flags added to the plane's (`extra_args`).
+`--peer-record-off` runs the same with the record off (`ControlPlane(record=False)`: no audit log), what
+the record costs the plane under load.
 Each run records every component's peak resident memory (the kernel's high-water mark). Writes
 benchmarks/results/throughput.json (or `--out`) with raw samples.
 
@@ -60,6 +63,7 @@ from envtest.plane.kwok import NODE_NAME
 
 RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
 PEER_VOLUME_STAGES = "kwok-binds-claims"
+RECORD_OFF = "record-off"
 STORAGE_CLASS = "kwok-volume"  # the default class kwok's volume stages ship
 UPSTREAM_LIMITS = {
     "kube-controller-manager": {"kube-api-qps": "20", "kube-api-burst": "30"},
@@ -324,9 +328,13 @@ def measure(
     kwok: Path | None = None,
     observer: str = "watch",
     binding_mode: str | None = None,
+    record: bool = True,
 ) -> dict[str, Any]:
     paths = {"kwok": kwok} if kwok else None
-    with ControlPlane("all", extra_args=extra_args, binary_paths=paths, progress=lambda _m: None) as plane:
+    plane = ControlPlane(
+        "all", extra_args=extra_args, binary_paths=paths, record=record, progress=lambda _m: None
+    )
+    with plane:
         session = plane.admin_session()
         ns = "bench"
         session.post(f"{plane.server}/api/v1/namespaces", json={"metadata": {"name": ns}}, timeout=10)
@@ -389,6 +397,11 @@ def main() -> int:
         metavar="COMPONENT:FLAG=VALUE",
         help="also run with these component flags (kube-controller-manager:concurrent-statefulset-syncs=20)",
     )
+    parser.add_argument(
+        "--peer-record-off",
+        action="store_true",
+        help="also run with the record off (no audit log: what the record costs the plane)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(
         "--observer",
@@ -417,6 +430,7 @@ def main() -> int:
             or args.peer_env
             or args.peer_binding_mode
             or args.peer_flag
+            or args.peer_record_off
         ):
             parser.error(f"--workload {args.workload}: the peers are for statefulsets")
         for n in (int(x) for x in args.sizes.split(",")):
@@ -452,6 +466,8 @@ def main() -> int:
     binding_name = f"binding {args.peer_binding_mode}"
     if args.peer_binding_mode:
         variants.append((binding_name, None, None))
+    if args.peer_record_off:
+        variants.append((RECORD_OFF, None, None))
     for n in (int(x) for x in args.sizes.split(",")):
         for repeat in range(args.repeat):
             for name, extra, kwok in variants if repeat % 2 == 0 else variants[::-1]:
@@ -459,7 +475,7 @@ def main() -> int:
                 # Planes started inside see these variables (a component's own defaults yield to them).
                 with stages, mock.patch.dict(os.environ, peer_env if name == env_name else {}):
                     mode = args.peer_binding_mode if name == binding_name else None
-                    run = measure(n, extra, kwok, args.observer, mode)
+                    run = measure(n, extra, kwok, args.observer, mode, record=name != RECORD_OFF)
                     sample = {"limits": name, "repeat": repeat, **run}
                 print(json.dumps(sample), file=sys.stderr, flush=True)
                 result["runs"].append(sample)
