@@ -6,10 +6,11 @@ session's plane reset before each module (`envtest_reset = module`), as pytest r
     python benchmarks/bench_reset.py --crds ''        # a session without CRDs
 
 A throwaway project holds `--modules` test modules and, as its session's CRDs (`envtest_crds`), a
-copy of `--crds` (default: this repository's api/crd, whose CEL rules kube-apiserver compiles). Each
-test makes the same objects under the same names (a namespace, a Deployment whose pods kwok runs,
-ConfigMaps), so a plane that was not clean would make it fail with 409. The modes run in turn,
-rotating their order each round:
+copy of `--crds` (a folder or a file; default: this repository's api/crd, whose CEL rules
+kube-apiserver compiles). Each test makes the same objects under the same names (a namespace, a
+Deployment whose pods kwok runs, ConfigMaps), so a plane that was not clean would make it fail with
+409. The modes run in turn, rotating their order each round (templates on in all but `fresh`, whatever
+the shell's ENVTEST_PLANE_TEMPLATE says):
 
 - `private:all`, `private:minimal`: every test asks for `private_cluster` (its own plane);
 - `fresh:all`, `fresh:minimal`: the same without plane templates (`ENVTEST_PLANE_TEMPLATE=0`): what
@@ -45,6 +46,7 @@ from pathlib import Path
 from benchmeta import ROOT, import_origin, run_metadata
 
 from envtest import binaries
+from envtest.plane.template import ENV as TEMPLATE_ENV
 
 RESULTS = ROOT / "benchmarks" / "results" / "reset.json"
 CRDS = ROOT / "api" / "crd"
@@ -94,7 +96,11 @@ def pytest_runtest_logreport(report):
 def write_project(root: Path, modules: int, crds: Path | None) -> None:
     ini = "[pytest]\nenvtest_job_pods = hold\n"
     if crds is not None:
-        shutil.copytree(crds, root / "crds")
+        if crds.is_dir():
+            shutil.copytree(crds, root / "crds")
+        else:
+            (root / "crds").mkdir()
+            shutil.copy2(crds, root / "crds")
         ini += "envtest_crds = crds\n"
     (root / "pytest.ini").write_text(ini)
     (root / "conftest.py").write_text(CONFTEST)
@@ -122,11 +128,10 @@ def run(root: Path, mode: str, env: dict[str, str]) -> dict[str, object]:
         f"--envtest-components={components}",
         str(root / ("cluster" if kind == "reset" else "private_cluster")),
     ]
-    env = {**env, "BENCH_SETUPS": str(setups)}
+    # Templates on for every mode but `fresh`, whatever the caller's shell says.
+    env = {**env, "BENCH_SETUPS": str(setups), TEMPLATE_ENV: "0" if kind == "fresh" else "1"}
     if kind == "reset":
         argv.append("--envtest-reset=module")
-    if kind == "fresh":
-        env["ENVTEST_PLANE_TEMPLATE"] = "0"
     began = time.monotonic()
     proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
     wall = time.monotonic() - began
@@ -160,13 +165,13 @@ def main() -> int:
         "--crds",
         default=str(CRDS),
         metavar="DIR",
-        help="the session's CRDs ('' for none; default: %(default)s)",
+        help="the session's CRDs, a folder or a file ('' for none; default: %(default)s)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    crds = Path(args.crds) if args.crds else None
-    if crds is not None and not crds.is_dir():
-        parser.error(f"--crds: {crds} is not a directory")
+    crds = Path(args.crds).resolve() if args.crds else None
+    if crds is not None and not crds.exists():
+        parser.error(f"--crds: {args.crds} does not exist")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := set(modes) - set(MODES):
         parser.error(f"--modes: unknown {sorted(unknown)}; valid: {', '.join(MODES)}")
@@ -206,7 +211,8 @@ def main() -> int:
         "kubernetes": binaries.k8s_version(),
         "rounds": args.rounds,
         "modules": args.modules,
-        "crds": str(crds.relative_to(ROOT)) if crds is not None and crds.is_relative_to(ROOT) else args.crds,
+        "crds": None if crds is None else str(crds.relative_to(ROOT) if crds.is_relative_to(ROOT) else crds),
+        TEMPLATE_ENV: {"fresh": "0", "private, reset": "1"},
         "envtest_imported_from": origins,
         "summary": summary["this"],
         **({"summary_base": summary["base"]} if "base" in summary else {}),
