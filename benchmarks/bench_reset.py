@@ -164,7 +164,7 @@ def main() -> int:
     parser.add_argument(
         "--crds",
         default=str(CRDS),
-        metavar="DIR",
+        metavar="PATH",
         help="the session's CRDs, a folder or a file ('' for none; default: %(default)s)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
