@@ -16,7 +16,10 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
   operator writes (counted as bench_requests.py counts: WATCH and events excluded, this script's own
   creates and lists subtracted) per cluster, the process's peak RSS (VmHWM) at the end, and the CPU
   seconds it used from the first create to the end of the quiet tail (the plane's two cores are
-  busy throughout, so an implementation's CPU is taken from the plane's).
+  busy throughout, so an implementation's CPU is taken from the plane's). For the reference (and
+  base), also what its own /metrics says at the end: passes per cluster, the seconds its passes took
+  together (`reconcile_seconds`: with W workers busy all the time, W x the wall time) and a key's mean
+  wait in the work queue.
 
 `--against-src DIR` adds "base": the reference operator from another checkout (DIR/operator first on
 PYTHONPATH; the result records where it was imported from), in the same rotation, to measure a change
@@ -228,6 +231,7 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
         after = apiserver_counts(p.session, p.server)
         rss = op.peak_rss_mb()
         cpu_after = op.cpu_seconds()
+        queue = op.work_queue()
     finally:
         code = op.stop()
         p.remove_namespace(namespace, timeout=300 + n)
@@ -247,10 +251,28 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
         "writes_per_cluster": round(writes / n, 2),
         "peak_rss_mb": rss,
         "cpu_seconds": None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 2),
+        **passes(queue, n),
         "exit_code": code,
         "by_verb_and_resource": {
             " ".join(x for x in (k[0], k[2], k[3]) if x): v for k, v in sorted(delta.items())
         },
+    }
+
+
+PASS_FIELDS = ("reconciles_per_cluster", "reconcile_seconds", "queue_wait_seconds_mean")
+
+
+def passes(queue: dict[str, float] | None, n: int) -> Obj:
+    """The sample's fields from the operator's own work-queue metrics (none for a peer without them):
+    passes per cluster, the seconds all passes took together (its workers' busy time) and a key's mean
+    wait in the queue."""
+    if not queue or not queue.get("reconciles"):
+        return {}
+    count = queue["reconciles"]
+    return {
+        "reconciles_per_cluster": round(count / n, 2),
+        "reconcile_seconds": round(queue.get("reconcile_seconds", 0.0), 2),
+        "queue_wait_seconds_mean": round(queue.get("queue_seconds", 0.0) / count, 3),
     }
 
 
@@ -289,8 +311,9 @@ def summarize(samples: list[Obj], impls: list[str], counted: dict[str, bool]) ->
                 entry[key] = statistics.median(s[key] for s in of[impl])
             rss = [s["peak_rss_mb"] for s in of[impl] if s["peak_rss_mb"] is not None]
             entry["peak_rss_mb"] = max(rss) if rss else None
-            cpu = [s["cpu_seconds"] for s in of[impl] if s.get("cpu_seconds") is not None]
-            entry["cpu_seconds"] = statistics.median(cpu) if cpu else None
+            for key in ("cpu_seconds", *PASS_FIELDS):  # None for a peer that does not report it
+                values = [s[key] for s in of[impl] if s.get(key) is not None]
+                entry[key] = statistics.median(values) if values else None
             entry["over_floor"] = ratio(med[impl], med.get("floor"))
             row[impl] = entry
         ref = row.get("reference")
@@ -317,6 +340,8 @@ COLUMNS = (  # heading, width, format, what
     ("wr/cl", 6, ".2f", lambda row, e: e["writes_per_cluster"]),
     ("peak MB", 8, ".1f", lambda row, e: e["peak_rss_mb"]),
     ("CPU s", 6, ".1f", lambda row, e: e.get("cpu_seconds")),
+    ("passes/cl", 9, ".2f", lambda row, e: e.get("reconciles_per_cluster")),
+    ("pass s", 7, ".1f", lambda row, e: e.get("reconcile_seconds")),
 )
 
 

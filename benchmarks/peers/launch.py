@@ -6,9 +6,10 @@
     go         gomysql                                   (benchmarks/peers/gomysql, controller-runtime)
 
 All three are scoped to one namespace, get the plane's admin kubeconfig, run the same number of
-concurrent reconciles, serve no metrics, and are ready when their health endpoint answers 200 (for
-the reference and the Go peer that means every informer has synced; kopf's liveness endpoint answers
-once its root tasks run).
+concurrent reconciles, and are ready when their health endpoint answers 200 (for the reference and
+the Go peer that means every informer has synced; kopf's liveness endpoint answers once its root tasks
+run). The reference (and base) serves its /metrics on a port of its own, read once when a sample ends
+(`Operator.work_queue`: how many passes, how long they took); the peers serve none.
 
 The reference logs at warning level; `BENCH_LOG_LEVEL=info` in the environment makes it say each child it
 creates and each pod it labels, in the log directory the benchmark prints (to see where a run's time goes).
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import psutil
 import requests
-from benchmeta import import_origin, peak_rss_mb
+from benchmeta import import_origin, peak_rss_mb, work_queue
 
 from envtest import binaries
 from envtest.plane.ports import free_port
@@ -53,6 +54,7 @@ class Operator:
     proc: subprocess.Popen[bytes]
     ready_url: str
     log: Path
+    metrics_url: str | None = None
 
     def wait_ready(self, timeout: float = 60.0) -> float:
         """Seconds from now until the health endpoint answers 200; raises with the log tail."""
@@ -82,6 +84,15 @@ class Operator:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def work_queue(self) -> dict[str, float] | None:
+        """What its /metrics says of its passes so far (benchmeta.work_queue); None without metrics."""
+        if self.metrics_url is None or self.proc.poll() is not None:
+            return None
+        try:
+            return work_queue(requests.get(self.metrics_url, timeout=10).text)
+        except requests.RequestException:
+            return None
 
     def stop(self, grace: float = 15.0) -> int:
         if self.proc.poll() is None:
@@ -121,6 +132,7 @@ def start(
     operator_src: Path | None = None,
 ) -> Operator:
     port = free_port()
+    metrics_url = None
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     if name == "base":
         if operator_src is None:
@@ -128,9 +140,11 @@ def start(
         env["PYTHONPATH"] = _prepend(str(operator_src), env.get("PYTHONPATH"))
     if name in ("reference", "base"):
         argv = [sys.executable, "-m", "mysql_operator", "run", "--kubeconfig", str(kubeconfig)]
-        argv += ["--namespace", namespace, "--workers", str(workers), "--metrics-port", "0"]
+        metrics_port = free_port()
+        argv += ["--namespace", namespace, "--workers", str(workers), "--metrics-port", str(metrics_port)]
         argv += ["--health-port", str(port), "--log-level", os.environ.get("BENCH_LOG_LEVEL", "warning")]
         url = f"http://127.0.0.1:{port}/readyz"
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     elif name == "kopf":
         argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--quiet", "--namespace", namespace]
         argv += ["--liveness", f"http://127.0.0.1:{port}/healthz", "-m", "kopfmysql.handlers"]
@@ -149,4 +163,4 @@ def start(
     log = log_dir / f"{name}-{namespace}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return Operator(name, proc, url, log)
+    return Operator(name, proc, url, log, metrics_url)

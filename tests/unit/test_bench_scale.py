@@ -77,6 +77,40 @@ def test_summary_takes_medians_and_ratios_against_floor_and_reference(bench: Mod
     assert "NO (failed its checks)" in text.splitlines()[-1]
 
 
+def test_the_reference_passes_are_read_from_its_work_queue_metrics(bench: ModuleType) -> None:
+    meta = import_from(BENCHMARKS, "benchmeta")
+    text = (
+        "# TYPE controller_runtime_reconcile_total counter\n"
+        'controller_runtime_reconcile_total{controller="c",result="success"} 380.0\n'
+        'controller_runtime_reconcile_total{controller="c",result="requeue"} 20.0\n'
+        "# TYPE controller_runtime_reconcile_time_seconds histogram\n"
+        'controller_runtime_reconcile_time_seconds_bucket{controller="c",le="+Inf"} 400.0\n'
+        'controller_runtime_reconcile_time_seconds_count{controller="c"} 400.0\n'
+        'controller_runtime_reconcile_time_seconds_sum{controller="c"} 25.0\n'
+        "# TYPE workqueue_queue_duration_seconds histogram\n"
+        'workqueue_queue_duration_seconds_bucket{name="c",le="+Inf"} 400.0\n'
+        'workqueue_queue_duration_seconds_count{name="c"} 400.0\n'
+        'workqueue_queue_duration_seconds_sum{name="c"} 1000.0\n'
+    )
+    queue = meta.work_queue(text)
+    assert queue == {"reconciles": 400.0, "reconcile_seconds": 25.0, "queue_seconds": 1000.0}
+    fields = bench.passes(queue, 100)
+    assert fields == {
+        "reconciles_per_cluster": 4.0,
+        "reconcile_seconds": 25.0,
+        "queue_wait_seconds_mean": 2.5,
+    }
+    assert meta.work_queue("# TYPE up gauge\nup 1.0\n") is None
+    assert bench.passes(None, 100) == {}
+    samples = [
+        sample("reference", 4.0, **fields),
+        sample("reference", 6.0, repeat=1, reconciles_per_cluster=6.0),
+    ]
+    (row,) = bench.summarize(samples, ["reference"], {"reference": True})
+    assert row["reference"]["reconciles_per_cluster"] == 5.0
+    assert row["reference"]["reconcile_seconds"] == 25.0, "the median of the samples that have it"
+
+
 def test_go_peer_version_is_read_from_its_go_mod(bench: ModuleType) -> None:
     assert bench.go_module_version("sigs.k8s.io/controller-runtime").startswith("v0.")
 
