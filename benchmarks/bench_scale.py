@@ -17,9 +17,9 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
   creates and lists subtracted) per cluster, the process's peak RSS (VmHWM) at the end, and the CPU
   seconds it used from the first create to the end of the quiet tail (the plane's two cores are
   busy throughout, so an implementation's CPU is taken from the plane's). For the reference (and
-  base), also what its own /metrics says at the end: passes per cluster, the seconds its passes took
-  together (`reconcile_seconds`: with W workers busy all the time, W x the wall time) and a key's mean
-  wait in the work queue.
+  base), also what its own /metrics says at the end of the quiet tail: passes per cluster, the seconds
+  its passes took together (`reconcile_seconds`: with W workers busy all the time, W x (the time to
+  Running + the quiet tail)) and a cluster's mean wait in the work queue.
 
 `--against-src DIR` adds "base": the reference operator from another checkout (DIR/operator first on
 PYTHONPATH; the result records where it was imported from), in the same rotation, to measure a change
@@ -264,15 +264,15 @@ PASS_FIELDS = ("reconciles_per_cluster", "reconcile_seconds", "queue_wait_second
 
 def passes(queue: dict[str, float] | None, n: int) -> Obj:
     """The sample's fields from the operator's own work-queue metrics (none for a peer without them):
-    passes per cluster, the seconds all passes took together (its workers' busy time) and a key's mean
-    wait in the queue."""
+    passes per cluster, the seconds all passes took together (its workers' busy time, from its start
+    to the end of the quiet tail) and a cluster's mean wait in the queue (None when not exposed)."""
     if not queue or not queue.get("reconciles"):
         return {}
-    count = queue["reconciles"]
+    waits, waited = queue.get("queued"), queue.get("queue_seconds")
     return {
-        "reconciles_per_cluster": round(count / n, 2),
+        "reconciles_per_cluster": round(queue["reconciles"] / n, 2),
         "reconcile_seconds": round(queue.get("reconcile_seconds", 0.0), 2),
-        "queue_wait_seconds_mean": round(queue.get("queue_seconds", 0.0) / count, 3),
+        "queue_wait_seconds_mean": round(waited / waits, 3) if waits and waited is not None else None,
     }
 
 

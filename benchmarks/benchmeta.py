@@ -85,28 +85,25 @@ def apiserver_counts(session: requests.Session, server: str) -> Counter[Key]:
     return counts
 
 
-WORK_QUEUE_SUMS = {
-    # metric family -> sample field: what a controller-runtime-style operator's /metrics says of its passes
+WORK_QUEUE_SAMPLES = {
+    # sample name -> field: what a controller-runtime-style operator's /metrics says of its passes
     "controller_runtime_reconcile_total": "reconciles",
-    "controller_runtime_reconcile_time_seconds": "reconcile_seconds",
-    "workqueue_queue_duration_seconds": "queue_seconds",
+    "controller_runtime_reconcile_time_seconds_sum": "reconcile_seconds",
+    "workqueue_queue_duration_seconds_sum": "queue_seconds",
+    "workqueue_queue_duration_seconds_count": "queued",
 }
 
 
 def work_queue(text: str) -> dict[str, float] | None:
-    """From an operator's /metrics (Prometheus text): its passes (`reconciles`), the seconds they took
-    together (`reconcile_seconds`: with W workers, at most W x the wall time) and the seconds keys
-    waited in the queue together (`queue_seconds`), summed over controllers and results. None when it
-    exposes none of them."""
+    """From an operator's /metrics (Prometheus text), summed over controllers and results: its passes
+    (`reconciles`), the seconds they took together (`reconcile_seconds`: with W workers, at most W x
+    the time since it started), the seconds keys waited in the queue together (`queue_seconds`) and how
+    many waits that is (`queued`). None when it exposes none of them; ValueError for text that is not
+    Prometheus text."""
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.endswith("_total"):
-                field = WORK_QUEUE_SUMS.get(sample.name)
-            elif sample.name.endswith("_sum"):
-                field = WORK_QUEUE_SUMS.get(sample.name.removesuffix("_sum"))
-            else:
-                field = None
+            field = WORK_QUEUE_SAMPLES.get(sample.name)
             if field is not None:
                 found[field] = found.get(field, 0.0) + sample.value
     return found or None

@@ -90,8 +90,10 @@ class Operator:
         if self.metrics_url is None or self.proc.poll() is not None:
             return None
         try:
-            return work_queue(requests.get(self.metrics_url, timeout=10).text)
-        except requests.RequestException:
+            response = requests.get(self.metrics_url, timeout=10)
+            response.raise_for_status()
+            return work_queue(response.text)
+        except (requests.RequestException, ValueError):  # no answer, or not Prometheus text
             return None
 
     def stop(self, grace: float = 15.0) -> int:

@@ -83,6 +83,7 @@ def test_the_reference_passes_are_read_from_its_work_queue_metrics(bench: Module
         "# TYPE controller_runtime_reconcile_total counter\n"
         'controller_runtime_reconcile_total{controller="c",result="success"} 380.0\n'
         'controller_runtime_reconcile_total{controller="c",result="requeue"} 20.0\n'
+        'controller_runtime_reconcile_created{controller="c",result="success"} 1.7e9\n'
         "# TYPE controller_runtime_reconcile_time_seconds histogram\n"
         'controller_runtime_reconcile_time_seconds_bucket{controller="c",le="+Inf"} 400.0\n'
         'controller_runtime_reconcile_time_seconds_count{controller="c"} 400.0\n'
@@ -93,7 +94,7 @@ def test_the_reference_passes_are_read_from_its_work_queue_metrics(bench: Module
         'workqueue_queue_duration_seconds_sum{name="c"} 1000.0\n'
     )
     queue = meta.work_queue(text)
-    assert queue == {"reconciles": 400.0, "reconcile_seconds": 25.0, "queue_seconds": 1000.0}
+    assert queue == {"reconciles": 400.0, "reconcile_seconds": 25.0, "queue_seconds": 1000.0, "queued": 400.0}
     fields = bench.passes(queue, 100)
     assert fields == {
         "reconciles_per_cluster": 4.0,
@@ -102,6 +103,10 @@ def test_the_reference_passes_are_read_from_its_work_queue_metrics(bench: Module
     }
     assert meta.work_queue("# TYPE up gauge\nup 1.0\n") is None
     assert bench.passes(None, 100) == {}
+    no_queue = bench.passes({"reconciles": 400.0, "reconcile_seconds": 25.0}, 100)
+    assert no_queue["queue_wait_seconds_mean"] is None, "not exposed is not a wait of 0 s"
+    with pytest.raises(ValueError):
+        meta.work_queue("<html>not metrics</html>")  # launch.Operator.work_queue: None
     samples = [
         sample("reference", 4.0, **fields),
         sample("reference", 6.0, repeat=1, reconciles_per_cluster=6.0),
@@ -109,6 +114,10 @@ def test_the_reference_passes_are_read_from_its_work_queue_metrics(bench: Module
     (row,) = bench.summarize(samples, ["reference"], {"reference": True})
     assert row["reference"]["reconciles_per_cluster"] == 5.0
     assert row["reference"]["reconcile_seconds"] == 25.0, "the median of the samples that have it"
+    samples.append(sample("go", 3.0))
+    (row,) = bench.summarize(samples, ["reference", "go"], {"reference": True, "go": True})
+    go_line = bench.table([row], ["reference", "go"]).splitlines()[-1]
+    assert go_line.split()[-3:-1] == ["-", "-"], "a peer without the metrics shows none"
 
 
 def test_go_peer_version_is_read_from_its_go_mod(bench: ModuleType) -> None:
