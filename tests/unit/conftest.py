@@ -4,7 +4,10 @@ no unit test talks to a cluster."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from cli_logging import restored
 from operator_fakes import Clock, FakeKube, RecordingEvents
 
 from mysql_operator.controller.reconciler import MySQLClusterReconciler
@@ -28,3 +31,10 @@ def events() -> RecordingEvents:
 @pytest.fixture
 def reconciler(kube: FakeKube, events: RecordingEvents, clock: Clock) -> MySQLClusterReconciler:
     return MySQLClusterReconciler(kube, recorder=events, now=clock)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def cli_logging() -> Iterator[None]:
+    """For a test that runs the operator's command line in this process (`cli_logging.restored`)."""
+    with restored():
+        yield

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pykube
 import pytest
+from cli_logging import cli_handlers
 
 from mysql_operator import build_manager
 from mysql_operator.cli import logs
@@ -134,6 +135,7 @@ def test_bad_runtime_flags_are_one_line_naming_them_and_exit_2(
     assert main(["run", "--kubeconfig", write(tmp_path, KUBECONFIG), *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err
+    assert cli_handlers() == [], "refused before the logs are set up: nothing of the run is left behind"
 
 
 def test_queue_rate_limits_and_the_event_sender_are_wired() -> None:

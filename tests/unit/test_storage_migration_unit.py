@@ -253,6 +253,7 @@ def test_the_command_names_a_missing_kubeconfig_and_exits_2(tmp_path: Any, capsy
         (Outcome(failed={"ns/a": "HTTP 500: x"}, stored_versions=["v1beta1", "v1"]), 1),
     ],
 )
+@pytest.mark.usefixtures("cli_logging")
 def test_the_command_exits_1_unless_every_object_was_restored(
     tmp_path: Any, monkeypatch: Any, outcome: Outcome, code: int
 ) -> None:
@@ -265,6 +266,7 @@ def test_the_command_exits_1_unless_every_object_was_restored(
     assert main(["migrate-storage", "--kubeconfig", str(config)]) == code
 
 
+@pytest.mark.usefixtures("cli_logging")
 def test_the_command_exits_1_when_the_migration_cannot_start(tmp_path: Any, monkeypatch: Any) -> None:
     from mysql_operator.cli import storage_migration
     from mysql_operator.cli.main import main

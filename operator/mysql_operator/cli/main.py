@@ -144,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--queue-qps: must be > 0, got {args.queue_qps:g}")
     if args.queue_burst < 1:
         raise UsageError(f"--queue-burst: must be at least 1, got {args.queue_burst}")
+    if args.webhook_memory_budget < 1:
+        raise UsageError(
+            f"--webhook-memory-budget: must be at least 1 (MiB), got {args.webhook_memory_budget}"
+        )
     lease_namespace = args.leader_election_namespace
     if args.leader_elect:
         try:
@@ -170,10 +174,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ManagerOptions validates ports
         raise UsageError(str(exc)) from exc
     hooks = None
-    if args.webhook_memory_budget < 1:
-        raise UsageError(
-            f"--webhook-memory-budget: must be at least 1 (MiB), got {args.webhook_memory_budget}"
-        )
     if args.cert_dir:
         from ..webhooks.server import from_cert_dir
 
