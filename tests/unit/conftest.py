@@ -34,7 +34,7 @@ def reconciler(kube: FakeKube, events: RecordingEvents, clock: Clock) -> MySQLCl
 
 
 @pytest.fixture
-def cli_logging() -> Iterator[None]:
+def restore_cli_logging() -> Iterator[None]:
     """For a test that runs the operator's command line in this process (`cli_logging.restored`)."""
     with restored():
         yield

@@ -103,6 +103,7 @@ current-context: c
         (KUBECONFIG, ["--workers", "0"], "--workers"),
     ],
 )
+@pytest.mark.usefixtures("restore_cli_logging")
 def test_bad_input_is_one_line_naming_it_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, args: list[str], expected: str
 ) -> None:
@@ -123,6 +124,7 @@ def test_bad_input_is_one_line_naming_it_and_exit_2(
         (["--webhook-memory-budget", "0"], "--webhook-memory-budget: must be at least 1 (MiB)"),
     ],
 )
+@pytest.mark.usefixtures("restore_cli_logging")
 def test_bad_runtime_flags_are_one_line_naming_them_and_exit_2(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

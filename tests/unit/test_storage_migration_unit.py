@@ -239,6 +239,7 @@ current-context: x
 """
 
 
+@pytest.mark.usefixtures("restore_cli_logging")
 def test_the_command_names_a_missing_kubeconfig_and_exits_2(tmp_path: Any, capsys: Any) -> None:
     from mysql_operator.cli.main import main
 
@@ -253,7 +254,7 @@ def test_the_command_names_a_missing_kubeconfig_and_exits_2(tmp_path: Any, capsy
         (Outcome(failed={"ns/a": "HTTP 500: x"}, stored_versions=["v1beta1", "v1"]), 1),
     ],
 )
-@pytest.mark.usefixtures("cli_logging")
+@pytest.mark.usefixtures("restore_cli_logging")
 def test_the_command_exits_1_unless_every_object_was_restored(
     tmp_path: Any, monkeypatch: Any, outcome: Outcome, code: int
 ) -> None:
@@ -266,7 +267,7 @@ def test_the_command_exits_1_unless_every_object_was_restored(
     assert main(["migrate-storage", "--kubeconfig", str(config)]) == code
 
 
-@pytest.mark.usefixtures("cli_logging")
+@pytest.mark.usefixtures("restore_cli_logging")
 def test_the_command_exits_1_when_the_migration_cannot_start(tmp_path: Any, monkeypatch: Any) -> None:
     from mysql_operator.cli import storage_migration
     from mysql_operator.cli.main import main
