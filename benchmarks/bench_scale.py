@@ -17,9 +17,9 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
   creates and lists subtracted) per cluster, the process's peak RSS (VmHWM) at the end, and the CPU
   seconds it used from the first create to the end of the quiet tail (the plane's two cores are
   busy throughout, so an implementation's CPU is taken from the plane's). For the reference (and
-  base), also what its own /metrics says at the end of the quiet tail: passes per cluster, the seconds
-  its passes took together (`reconcile_seconds`: with W workers busy all the time, W x (the time to
-  Running + the quiet tail)) and a cluster's mean wait in the work queue.
+  base) and the Go peer, also what its own /metrics says at the end of the quiet tail: passes per
+  cluster, the seconds its passes took together (`reconcile_seconds`: with W workers busy all the
+  time, W x (the time to Running + the quiet tail)) and a cluster's mean wait in the work queue.
 
 `--against-src DIR` adds "base": the reference operator from another checkout (DIR/operator first on
 PYTHONPATH; the result records where it was imported from), in the same rotation, to measure a change
@@ -263,7 +263,7 @@ PASS_FIELDS = ("reconciles_per_cluster", "reconcile_seconds", "queue_wait_second
 
 
 def passes(queue: dict[str, float] | None, n: int) -> Obj:
-    """The sample's fields from the operator's own work-queue metrics (none for a peer without them):
+    """The sample's fields from the operator's own work-queue metrics (none for kopf, which has none):
     passes per cluster, the seconds all passes took together (its workers' busy time, from its start
     to the end of the quiet tail) and a cluster's mean wait in the queue (None when not exposed)."""
     if not queue or not queue.get("reconciles"):

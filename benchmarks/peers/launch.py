@@ -8,8 +8,9 @@
 All three are scoped to one namespace, get the plane's admin kubeconfig, run the same number of
 concurrent reconciles, and are ready when their health endpoint answers 200 (for the reference and
 the Go peer that means every informer has synced; kopf's liveness endpoint answers once its root tasks
-run). The reference (and base) serves its /metrics on a port of its own, read once when a sample ends
-(`Operator.work_queue`: how many passes, how long they took); the peers serve none.
+run). The reference (and base) and the Go peer serve /metrics on a port of their own, read once when a
+sample ends (`Operator.work_queue`: how many passes, how long they took; controller-runtime's metrics of
+the same names); kopf serves none.
 
 The reference logs at warning level; `BENCH_LOG_LEVEL=info` in the environment makes it say each child it
 creates and each pod it labels, in the log directory the benchmark prints (to see where a run's time goes).
@@ -156,9 +157,12 @@ def start(
     elif name == "go":
         if go_binary is None:
             raise ValueError("the go peer needs its binary (build_go)")
+        metrics_port = free_port()
         argv = [str(go_binary), "--kubeconfig", str(kubeconfig), "--namespace", namespace]
         argv += ["--workers", str(workers), "--health-addr", f"127.0.0.1:{port}"]
+        argv += ["--metrics-addr", f"127.0.0.1:{metrics_port}"]
         url = f"http://127.0.0.1:{port}/readyz"
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     else:
         raise ValueError(f"unknown implementation {name!r}; valid: {', '.join(IMPLEMENTATIONS)}")
     log_dir.mkdir(parents=True, exist_ok=True)

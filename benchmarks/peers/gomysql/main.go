@@ -1,13 +1,14 @@
 // Command gomysql is the reference MySQLCluster operator's reconciler ported to controller-runtime:
 // the Go peer of benchmarks/bench_scale.py.
 //
-//	gomysql --kubeconfig K [--namespace NS] [--workers 2] [--health-addr 127.0.0.1:PORT]
+//	gomysql --kubeconfig K [--namespace NS] [--workers 2] [--health-addr 127.0.0.1:PORT] [--metrics-addr 127.0.0.1:PORT]
 //	gomysql --print-children < cluster.json    (the children it would build, as JSON; for tests)
 //
 // Like the reference: one controller For(MySQLCluster) that Owns(StatefulSet, Service, CronJob),
 // informers on our children only (label managed-by=mysql-operator), the credentials Secret cached
 // as metadata only, PVCs, Pods and Jobs read from the apiserver, no client-side rate limit.
-// /readyz answers 200 once every informer has synced.
+// /readyz answers 200 once every informer has synced. --metrics-addr serves controller-runtime's own
+// /metrics (the work queue's, which bench_scale.py reads as it reads the reference's); off by default.
 package main
 
 import (
@@ -38,6 +39,7 @@ func main() {
 	namespace := flag.String("namespace", "", "watch only this namespace (default: all)")
 	workers := flag.Int("workers", 2, "concurrent reconciles")
 	health := flag.String("health-addr", "127.0.0.1:8081", "/healthz and /readyz address")
+	metrics := flag.String("metrics-addr", "0", "/metrics address (0: none)")
 	printChildren := flag.Bool("print-children", false, "print the children of the MySQLCluster JSON on stdin, and exit")
 	flag.Parse() // --kubeconfig is controller-runtime's own flag
 	if *printChildren {
@@ -64,7 +66,7 @@ func main() {
 		Scheme:                 clientgoscheme.Scheme,
 		Cache:                  opts,
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                metricsserver.Options{BindAddress: *metrics},
 		HealthProbeBindAddress: *health,
 	})
 	if err != nil {
