@@ -15,11 +15,17 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
   that time over the floor's, kube-apiserver's `apiserver_request_total` delta for the kinds the
   operator writes (counted as bench_requests.py counts: WATCH and events excluded, this script's own
   creates and lists subtracted) per cluster, the process's peak RSS (VmHWM) at the end, and the CPU
-  seconds it used from the first create to the end of the quiet tail (the plane's two cores are
-  busy throughout, so an implementation's CPU is taken from the plane's). For the reference (and
+  seconds it used from the first create to the end of the quiet tail (the plane shares the machine's
+  cores with it, so an implementation's CPU is taken from the plane's). For the reference (and
   base) and the Go peer, also what its own /metrics says at the end of the quiet tail: passes per
   cluster, the seconds its passes took together (`reconcile_seconds`: with W workers busy all the
   time, W x (the time to Running + the quiet tail)) and a cluster's mean wait in the work queue.
+* every sample, the floor's too: the CPU seconds the plane's processes used (`plane_cpu_seconds`) and
+  the share of the machine's cores that were busy (`machine_busy`, whatever used them), from the first
+  create to the last one Ready or Running: whether the plane had cores to spare, and what an
+  implementation's objects cost it beside the floor's. And every write kube-apiserver served, whoever
+  made it (`plane_writes`, `plane_writes_per_cluster`; for an implementation, to the end of the quiet
+  tail).
 
 `--against-src DIR` adds "base": the reference operator from another checkout (DIR/operator first on
 PYTHONPATH; the result records where it was imported from), in the same rotation, to measure a change
@@ -46,6 +52,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import psutil
 import requests
 from bench_requests import WRITES, ours
 from benchmeta import ROOT, Key, apiserver_counts, run_metadata
@@ -68,6 +75,8 @@ CHILD_PATHS = {
     "StatefulSet": STATEFULSETS,
 }
 Obj = dict[str, Any]
+BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
+"""psutil's system-wide CPU times that are work (guest time is already counted in user and nice)."""
 
 
 def cluster_body(i: int) -> Obj:
@@ -168,6 +177,18 @@ class Plane:
     def __init__(self, plane: ControlPlane) -> None:
         self.plane, self.session, self.server = plane, plane.admin_session(), plane.server
 
+    def cpu(self) -> tuple[float, float]:
+        """(CPU seconds the plane's processes have used so far, the machine's busy CPU seconds so far):
+        read at both ends of a window, they say how much of the machine the plane took, and whether the
+        machine had any left."""
+        used = 0.0
+        for proc in self.plane.processes.values():
+            if proc.pid is not None:
+                times = psutil.Process(proc.pid).cpu_times()
+                used += times.user + times.system
+        machine = psutil.cpu_times()._asdict()
+        return used, sum(machine.get(field, 0.0) for field in BUSY_FIELDS)
+
     def create_namespace(self, name: str) -> None:
         body = {"metadata": {"name": name}}
         self.session.post(f"{self.server}/api/v1/namespaces", json=body, timeout=30).raise_for_status()
@@ -198,6 +219,14 @@ class Plane:
         return False
 
 
+def cpu_fields(before: tuple[float, float], after: tuple[float, float], seconds: float) -> Obj:
+    """`plane_cpu_seconds` and `machine_busy` (the share of all cores busy) over a window."""
+    return {
+        "plane_cpu_seconds": round(after[0] - before[0], 2),
+        "machine_busy": round((after[1] - before[1]) / ((psutil.cpu_count() or 1) * seconds), 3),
+    }
+
+
 def measure_floor(p: Plane, n: int, namespace: str) -> Obj:
     p.create_namespace(namespace)
     try:
@@ -206,11 +235,15 @@ def measure_floor(p: Plane, n: int, namespace: str) -> Obj:
             for i in range(n)
             for c in floor_children(i, namespace)
         ]
-        began = time.monotonic()
+        before = apiserver_counts(p.session, p.server)
+        cpu_before, began = p.cpu(), time.monotonic()
         post_all(p.session, bodies)
         url = p.server + STATEFULSETS.format(ns=namespace)
         wait_all(p.session, url, sts_ready, n, timeout=120 + n, alive=lambda: True)
-        return {"seconds": round(time.monotonic() - began, 2)}
+        seconds = time.monotonic() - began
+        window = cpu_fields(cpu_before, p.cpu(), seconds)
+        after = apiserver_counts(p.session, p.server)
+        return {"seconds": round(seconds, 2), **window, **plane_writes(before, after, n)}
     finally:
         p.remove_namespace(namespace, timeout=300 + n)
 
@@ -223,10 +256,11 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
         cpu_before = op.cpu_seconds()
         before = apiserver_counts(p.session, p.server)
         url = p.server + CLUSTERS.format(ns=namespace)
-        began = time.monotonic()
+        plane_before, began = p.cpu(), time.monotonic()
         post_all(p.session, [(url, cluster_body(i)) for i in range(n)])
         made = wait_all(p.session, url, running, n, timeout=120 + 2 * n, alive=op.alive)
         seconds = time.monotonic() - began
+        plane_window = cpu_fields(plane_before, p.cpu(), seconds)
         time.sleep(QUIET_TAIL)
         after = apiserver_counts(p.session, p.server)
         rss = op.peak_rss_mb()
@@ -246,6 +280,7 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
     writes = sum(v for k, v in delta.items() if k[0] in WRITES)
     return {
         "seconds": round(seconds, 2),
+        **plane_window,
         "operator_ready_seconds": round(ready, 2),
         "requests_per_cluster": round(total / n, 2),
         "writes_per_cluster": round(writes / n, 2),
@@ -256,6 +291,18 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
         "by_verb_and_resource": {
             " ".join(x for x in (k[0], k[2], k[3]) if x): v for k, v in sorted(delta.items())
         },
+        **plane_writes(before, after, n),
+    }
+
+
+def plane_writes(before: Counter[Key], after: Counter[Key], n: int) -> Obj:
+    """Every write kube-apiserver served between two counts, whoever made it (this script, the
+    implementation, the controllers, the scheduler, kwok): per cluster, and by verb and resource."""
+    delta = {k: after[k] - before.get(k, 0) for k in after if k[0] in WRITES}
+    delta = {k: v for k, v in delta.items() if v > 0}
+    return {
+        "plane_writes_per_cluster": round(sum(delta.values()) / n, 2),
+        "plane_writes": {" ".join(x for x in (k[0], k[2], k[3]) if x): v for k, v in sorted(delta.items())},
     }
 
 
@@ -303,6 +350,8 @@ def summarize(samples: list[Obj], impls: list[str], counted: dict[str, bool]) ->
         }
         med = {i: statistics.median(s["seconds"] for s in of[i]) if of[i] else None for i in impls}
         row: Obj = {"n": n, "floor_seconds": med.get("floor")}
+        if "floor" in of:
+            row["floor_plane"] = plane_medians(of["floor"])
         for impl in impls:
             if impl == "floor" or not of[impl]:
                 continue
@@ -314,6 +363,7 @@ def summarize(samples: list[Obj], impls: list[str], counted: dict[str, bool]) ->
             for key in ("cpu_seconds", *PASS_FIELDS):  # None for a peer that does not report it
                 values = [s[key] for s in of[impl] if s.get(key) is not None]
                 entry[key] = statistics.median(values) if values else None
+            entry.update(plane_medians(of[impl]))
             entry["over_floor"] = ratio(med[impl], med.get("floor"))
             row[impl] = entry
         ref = row.get("reference")
@@ -326,6 +376,19 @@ def summarize(samples: list[Obj], impls: list[str], counted: dict[str, bool]) ->
             }
         rows.append(row)
     return rows
+
+
+PLANE_FIELDS = ("plane_cpu_seconds", "machine_busy", "plane_writes_per_cluster")
+
+
+def plane_medians(samples: list[Obj]) -> Obj:
+    """Medians of the plane's CPU, the machine's busy share and the plane's writes per cluster
+    (None for what no sample recorded: samples from before they were)."""
+    out: Obj = {}
+    for key in PLANE_FIELDS:
+        values = [s[key] for s in samples if s.get(key) is not None]
+        out[key] = statistics.median(values) if values else None
+    return out
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -342,7 +405,11 @@ COLUMNS = (  # heading, width, format, what
     ("CPU s", 6, ".1f", lambda row, e: e.get("cpu_seconds")),
     ("passes/cl", 9, ".2f", lambda row, e: e.get("reconciles_per_cluster")),
     ("pass s", 7, ".1f", lambda row, e: e.get("reconcile_seconds")),
+    ("plane CPU", 9, ".1f", lambda row, e: e.get("plane_cpu_seconds")),
+    ("busy", 5, ".2f", lambda row, e: e.get("machine_busy")),
+    ("plane wr/cl", 11, ".1f", lambda row, e: e.get("plane_writes_per_cluster")),
 )
+FLOOR_COLUMNS = ("seconds", "x floor", "plane CPU", "busy", "plane wr/cl")
 
 
 def table(rows: list[Obj], impls: list[str]) -> str:
@@ -350,14 +417,19 @@ def table(rows: list[Obj], impls: list[str]) -> str:
     head = f"{'N':>5}  {'':<10}" + "".join(f" {h:>{w}}" for h, w, _f, _g in COLUMNS) + "  counted"
     lines = [head, "-" * len(head)]
     for row in rows:
-        floor = {"seconds": row["floor_seconds"], "over_floor": 1.0, "vs_reference": {"seconds": None}}
+        floor = {
+            "seconds": row["floor_seconds"],
+            "over_floor": 1.0,
+            "vs_reference": {"seconds": None},
+            **(row.get("floor_plane") or {}),
+        }
         for impl in impls:
             e = floor if impl == "floor" else row.get(impl)
             if e is None:
                 continue
             cells = []
             for _h, width, spec, get in COLUMNS:
-                value = get(row, e) if impl != "floor" or _h in ("seconds", "x floor") else None
+                value = get(row, e) if impl != "floor" or _h in FLOOR_COLUMNS else None
                 cells.append(f" {'-' if value is None else format(value, spec):>{width}}")
             counted = "" if impl == "floor" else "  yes" if e["counted"] else "  NO (failed its checks)"
             lines.append(f"{row['n']:>5}  {impl:<10}" + "".join(cells) + counted)

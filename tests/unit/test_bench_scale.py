@@ -7,6 +7,7 @@ not create (resources, storage class, time zone).
 
 from __future__ import annotations
 
+from collections import Counter
 from types import ModuleType
 from typing import Any
 
@@ -117,7 +118,44 @@ def test_the_reference_passes_are_read_from_its_work_queue_metrics(bench: Module
     samples.append(sample("go", 3.0))
     (row,) = bench.summarize(samples, ["reference", "go"], {"reference": True, "go": True})
     go_line = bench.table([row], ["reference", "go"]).splitlines()[-1]
-    assert go_line.split()[-3:-1] == ["-", "-"], "a peer without the metrics shows none"
+    assert go_line.split()[-6:-4] == ["-", "-"], "a peer without the metrics shows none"
+
+
+def test_the_plane_cpu_the_busy_share_and_the_plane_writes_are_taken_over_the_window(
+    bench: ModuleType,
+) -> None:
+    cores = bench.psutil.cpu_count()
+    fields = bench.cpu_fields((10.0, 100.0), (40.0, 100.0 + 15.0 * cores), 20.0)
+    assert fields == {"plane_cpu_seconds": 30.0, "machine_busy": 0.75}
+    before = Counter({("POST", "", "pods", ""): 5, ("GET", "", "pods", ""): 9})
+    after = Counter(
+        {
+            ("POST", "", "pods", ""): 25,
+            ("PATCH", "", "pods", "status"): 20,
+            ("GET", "", "pods", ""): 90,  # reads are not writes
+            ("WATCH", "", "pods", ""): 3,
+        }
+    )
+    writes = bench.plane_writes(before, after, 10)
+    assert writes == {
+        "plane_writes_per_cluster": 4.0,
+        "plane_writes": {"PATCH pods status": 20, "POST pods": 20},
+    }
+    samples = [
+        {"implementation": "floor", "n": 10, "repeat": 0, "seconds": 2.0, **fields, **writes},
+        {"implementation": "floor", "n": 10, "repeat": 1, "seconds": 2.2},  # recorded before them
+        sample("reference", 4.0, plane_cpu_seconds=50.0, machine_busy=1.0, plane_writes_per_cluster=9.0),
+    ]
+    (row,) = bench.summarize(samples, ["floor", "reference"], {"reference": True})
+    assert row["floor_plane"] == {
+        "plane_cpu_seconds": 30.0,
+        "machine_busy": 0.75,
+        "plane_writes_per_cluster": 4.0,
+    }
+    assert (row["reference"]["plane_cpu_seconds"], row["reference"]["machine_busy"]) == (50.0, 1.0)
+    floor_line, reference_line = bench.table([row], ["floor", "reference"]).splitlines()[2:]
+    assert floor_line.split()[-3:] == ["30.0", "0.75", "4.0"]
+    assert reference_line.split()[-4:] == ["50.0", "1.00", "9.0", "yes"]
 
 
 def test_go_peer_version_is_read_from_its_go_mod(bench: ModuleType) -> None:

@@ -185,6 +185,44 @@ def test_a_primary_that_never_served_is_starting_not_lost(
     assert condition(status(kube), DEGRADED)["status"] == "False" and result.requeue_after is None
 
 
+def test_a_first_pod_ready_before_its_label_is_recorded_in_the_pass_that_labels_it(
+    kube: FakeKube, reconciler: MySQLClusterReconciler
+) -> None:
+    """kwok's pods are Ready as soon as they run, which a real server never is unlabelled (its probe):
+    the pass that labels pod 0 records it too, in the one status write that says Running, and does
+    not tell it the cluster ran (a new cluster's first datadir is fresh, and must be made writable)."""
+    kube.put(MySQLCluster, cluster(replicas=1, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    rollout_completed(kube, replicas=1)
+    set_pod(kube, 0, ready=True)
+    kube.writes.clear()
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and not told_ran(kube, 0)
+    assert (status(kube)["phase"], status(kube)["primary"]) == ("Running", "db-mysql-0")
+    assert status(kube)["datadirOwner"] == "105:107"
+    assert kube.writes == [
+        ("patch", "pods", "db-mysql-0"),
+        ("patch", "mysqlclusters/status", "db"),
+    ]
+    kube.writes.clear()
+    reconciler.reconcile(KEY)
+    assert kube.writes == [], "nothing left to write, and pod 0 is never told afterwards"
+
+
+def test_a_first_pod_ready_before_its_label_but_going_away_is_not_recorded(
+    kube: FakeKube, reconciler: MySQLClusterReconciler
+) -> None:
+    """A terminating pod 0 is never labelled: recorded, its successor would be labelled as the primary
+    of a cluster that ran, and its fresh datadir never made writable."""
+    kube.put(MySQLCluster, cluster(replicas=1, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    going = database_pod(0, **pod_body(ready=True))
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    kube.put(Pod, going)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) is None and "primary" not in status(kube)
+
+
 def test_a_lost_primary_is_replaced_after_the_wait_by_the_replica_that_received_most(
     kube: FakeKube, running: MySQLClusterReconciler, clock: Clock, servers: Servers, events: RecordingEvents
 ) -> None:
@@ -306,11 +344,10 @@ def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_p
         assert named in degraded["message"]
 
     # The way out the message names: the older claim deleted, pod 0 is the first primary after all.
+    # Ready here before its label, it is recorded in the pass that labels it, and not told it ran.
     del kube.objects[(PersistentVolumeClaim.endpoint, "ns", "data-db-mysql-1")]
     reconciler.reconcile(KEY)
-    assert role(kube, 0) == "primary"
-    set_pod(kube, 0, ready=True)
-    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and not told_ran(kube, 0)
     assert status(kube)["primary"] == "db-mysql-0"
     assert condition(status(kube), DEGRADED)["status"] == "False"
 

@@ -90,7 +90,8 @@ class Roles:
 
     def _bootstrap(self, view: View, spec: MySQLClusterSpec, engine: Engine, out: Outcome) -> Outcome:
         """Before a primary has served: pod 0 is labelled primary (its sidecar makes it writable) and
-        recorded once it is ready. A primary that never served is starting, not lost: no failover.
+        recorded once it is ready (in the same pass when it was ready before its label: not a real
+        server's readiness). A primary that never served is starting, not lost: no failover.
         Unless pod 0's volume is younger than another pod's kept one: then it is not labelled primary;
         and a pod 0 that stays unready because its datadir still replicates is reported."""
         first = view.names.first_pod
@@ -102,23 +103,24 @@ class Roles:
             self.label(view, first, None, moving=True, unlabelled=first, ran=True)  # none serves writes
             return out
         member = view.member(first)
-        if (
-            member is not None
-            and member.ready
-            and (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) == PRIMARY
-        ):
+        role = (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) if member else None
+        # This operator's probe fails an unlabelled server, so a pod 0 ready before its label is one whose
+        # readiness is not the server's (kwok's pods): recorded in the pass that labels it, one status
+        # write less, unless a kept claim says the cluster ran (then only a labelled, ready one is), or
+        # it is going away (then it is never labelled, and its successor would be told the cluster ran).
+        unlabelled_first = role is None and not kept and member is not None and not member.terminating
+        if member is not None and member.ready and (role == PRIMARY or unlabelled_first):
             out.roles.update(primary=first, primaryClaimUID=member.claim_uid)
             self._record_owner(view, out)
-        elif (
-            member is not None
-            and member.running
-            and (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) == PRIMARY
-        ):
+        elif member is not None and member.running and role == PRIMARY:
             found = self._first_refused(view, engine, kept)
             if found is not None:
                 out.problems.append(Problem(*found, fatal=False))
-        # Recorded now, or a kept claim says it ran before: a fresh datadir is then never made writable.
-        self.label(view, first, None, moving=False, ran=bool(kept) or "primary" in out.roles)
+        # Recorded with its label already there, or a kept claim says it ran before: a fresh datadir is
+        # then never made writable. A pod 0 labelled in the pass that records it is a new cluster's first
+        # primary, whose fresh datadir must be made writable: not told.
+        ran = bool(kept) or (role == PRIMARY and "primary" in out.roles)
+        self.label(view, first, None, moving=False, ran=ran)
         return out
 
     def _first_refused(self, view: View, engine: Engine, kept: str) -> tuple[str, str] | None:
