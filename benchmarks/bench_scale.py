@@ -75,8 +75,9 @@ CHILD_PATHS = {
     "StatefulSet": STATEFULSETS,
 }
 Obj = dict[str, Any]
-BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
-"""psutil's system-wide CPU times that are work (guest time is already counted in user and nice)."""
+BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq")
+"""psutil's system-wide CPU times spent working (guest time is already counted in user and nice; steal
+is the host's, not this machine's work)."""
 
 
 def cluster_body(i: int) -> Obj:
@@ -171,21 +172,31 @@ def post_all(session: requests.Session, bodies: list[tuple[str, Obj]]) -> None:
         raise RuntimeError(f"{len([c for c in codes if c != 201])} creates failed: HTTP {bad}")
 
 
+CpuReading = tuple[dict[int, float] | None, float]
+"""What `Plane.cpu` reads: each plane process's CPU seconds by pid (None if one was gone), and the
+machine's busy CPU seconds."""
+
+
 class Plane:
     """The plane's admin session plus namespace set-up and clean-up."""
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane, self.session, self.server = plane, plane.admin_session(), plane.server
 
-    def cpu(self) -> tuple[float, float]:
-        """(CPU seconds the plane's processes have used so far, the machine's busy CPU seconds so far):
-        read at both ends of a window, they say how much of the machine the plane took, and whether the
-        machine had any left."""
-        used = 0.0
+    def cpu(self) -> CpuReading:
+        """(CPU seconds each of the plane's processes has used so far, by pid, the machine's busy CPU
+        seconds so far): read at both ends of a window, they say how much of the machine the plane took,
+        and whether the machine had any left. The plane's is None when one of its processes is gone."""
+        used: dict[int, float] | None = {}
         for proc in self.plane.processes.values():
-            if proc.pid is not None:
-                times = psutil.Process(proc.pid).cpu_times()
-                used += times.user + times.system
+            try:
+                times = psutil.Process(proc.pid).cpu_times() if proc.pid is not None else None
+            except psutil.Error:
+                times = None
+            if times is None or used is None:
+                used = None
+                continue
+            used[proc.pid] = times.user + times.system
         machine = psutil.cpu_times()._asdict()
         return used, sum(machine.get(field, 0.0) for field in BUSY_FIELDS)
 
@@ -219,10 +230,15 @@ class Plane:
         return False
 
 
-def cpu_fields(before: tuple[float, float], after: tuple[float, float], seconds: float) -> Obj:
-    """`plane_cpu_seconds` and `machine_busy` (the share of all cores busy) over a window."""
+def cpu_fields(before: CpuReading, after: CpuReading, seconds: float) -> Obj:
+    """`plane_cpu_seconds` and `machine_busy` (the share of all cores busy) over a window. The plane's
+    is None unless the same processes ran at both ends (one gone or restarted took its CPU with it)."""
+    was, now = before[0], after[0]
+    plane = None
+    if was is not None and now is not None and was.keys() == now.keys():
+        plane = round(sum(now.values()) - sum(was.values()), 2)
     return {
-        "plane_cpu_seconds": round(after[0] - before[0], 2),
+        "plane_cpu_seconds": plane,
         "machine_busy": round((after[1] - before[1]) / ((psutil.cpu_count() or 1) * seconds), 3),
     }
 
@@ -295,6 +311,13 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
     }
 
 
+def written(key: Key) -> str:
+    """ "VERB resource[.group] [subresource]": the group kept, since the plane writes Events of two
+    groups (core and events.k8s.io), which would otherwise share a name."""
+    verb, group, resource, subresource = key
+    return " ".join(x for x in (verb, f"{resource}.{group}" if group else resource, subresource) if x)
+
+
 def plane_writes(before: Counter[Key], after: Counter[Key], n: int) -> Obj:
     """Every write kube-apiserver served between two counts, whoever made it (this script, the
     implementation, the controllers, the scheduler, kwok): per cluster, and by verb and resource."""
@@ -302,7 +325,7 @@ def plane_writes(before: Counter[Key], after: Counter[Key], n: int) -> Obj:
     delta = {k: v for k, v in delta.items() if v > 0}
     return {
         "plane_writes_per_cluster": round(sum(delta.values()) / n, 2),
-        "plane_writes": {" ".join(x for x in (k[0], k[2], k[3]) if x): v for k, v in sorted(delta.items())},
+        "plane_writes": {written(k): v for k, v in sorted(delta.items())},
     }
 
 

@@ -125,21 +125,31 @@ def test_the_plane_cpu_the_busy_share_and_the_plane_writes_are_taken_over_the_wi
     bench: ModuleType,
 ) -> None:
     cores = bench.psutil.cpu_count()
-    fields = bench.cpu_fields((10.0, 100.0), (40.0, 100.0 + 15.0 * cores), 20.0)
+    fields = bench.cpu_fields(({1: 4.0, 2: 6.0}, 100.0), ({1: 14.0, 2: 26.0}, 100.0 + 15.0 * cores), 20.0)
     assert fields == {"plane_cpu_seconds": 30.0, "machine_busy": 0.75}
+    restarted = bench.cpu_fields(({1: 4.0, 2: 6.0}, 100.0), ({1: 14.0, 3: 1.0}, 100.0 + 15.0 * cores), 20.0)
+    assert restarted["plane_cpu_seconds"] is None, "a process that was not there at both ends"
+    assert bench.cpu_fields((None, 100.0), ({1: 14.0}, 110.0), 20.0)["plane_cpu_seconds"] is None
     before = Counter({("POST", "", "pods", ""): 5, ("GET", "", "pods", ""): 9})
     after = Counter(
         {
             ("POST", "", "pods", ""): 25,
-            ("PATCH", "", "pods", "status"): 20,
+            ("PATCH", "", "pods", "status"): 10,
             ("GET", "", "pods", ""): 90,  # reads are not writes
             ("WATCH", "", "pods", ""): 3,
+            ("POST", "", "events", ""): 6,
+            ("POST", "events.k8s.io", "events", ""): 4,  # the same name in another group
         }
     )
     writes = bench.plane_writes(before, after, 10)
     assert writes == {
         "plane_writes_per_cluster": 4.0,
-        "plane_writes": {"PATCH pods status": 20, "POST pods": 20},
+        "plane_writes": {
+            "PATCH pods status": 10,
+            "POST events": 6,
+            "POST events.events.k8s.io": 4,
+            "POST pods": 20,
+        },
     }
     samples = [
         {"implementation": "floor", "n": 10, "repeat": 0, "seconds": 2.0, **fields, **writes},

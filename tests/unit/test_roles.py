@@ -194,11 +194,13 @@ def test_a_first_pod_ready_before_its_label_is_recorded_in_the_pass_that_labels_
     kube.put(MySQLCluster, cluster(replicas=1, engine="mariadb"))
     reconciler.reconcile(KEY)
     rollout_completed(kube, replicas=1)
+    claim(kube, 0, "claim-0")
     set_pod(kube, 0, ready=True)
     kube.writes.clear()
     reconciler.reconcile(KEY)
     assert role(kube, 0) == "primary" and not told_ran(kube, 0)
     assert (status(kube)["phase"], status(kube)["primary"]) == ("Running", "db-mysql-0")
+    assert status(kube)["primaryClaimUID"] == "claim-0"
     assert status(kube)["datadirOwner"] == "105:107"
     assert kube.writes == [
         ("patch", "pods", "db-mysql-0"),
@@ -209,6 +211,36 @@ def test_a_first_pod_ready_before_its_label_is_recorded_in_the_pass_that_labels_
     assert kube.writes == [], "nothing left to write, and pod 0 is never told afterwards"
 
 
+def test_a_first_pod_ready_before_its_label_beside_a_kept_claim_is_recorded_only_once_labelled(
+    kube: FakeKube, reconciler: MySQLClusterReconciler
+) -> None:
+    """Re-created over kept claims (pod 0's the oldest): the cluster ran, so pod 0 is told so with its
+    label, and recorded only once it is ready with that label, never in the pass that labels it."""
+    kube.put(MySQLCluster, cluster(replicas=2, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    made_at(kube, 0, "2026-01-05T10:00:00Z")
+    made_at(kube, 1, "2026-01-05T10:01:00Z")
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and told_ran(kube, 0) and "primary" not in status(kube)
+    reconciler.reconcile(KEY)
+    assert status(kube)["primary"] == "db-mysql-0"
+
+
+def test_a_first_pod_ready_before_its_label_and_its_claim_is_recorded_once_the_claim_is_seen(
+    kube: FakeKube, reconciler: MySQLClusterReconciler
+) -> None:
+    """The record names the volume the primary was made on: not recorded before its claim is cached."""
+    kube.put(MySQLCluster, cluster(replicas=1, engine="mariadb"))
+    reconciler.reconcile(KEY)
+    set_pod(kube, 0, ready=True)
+    reconciler.reconcile(KEY)
+    assert role(kube, 0) == "primary" and "primary" not in status(kube) and not told_ran(kube, 0)
+    claim(kube, 0, "claim-0")
+    reconciler.reconcile(KEY)
+    assert (status(kube)["primary"], status(kube)["primaryClaimUID"]) == ("db-mysql-0", "claim-0")
+
+
 def test_a_first_pod_ready_before_its_label_but_going_away_is_not_recorded(
     kube: FakeKube, reconciler: MySQLClusterReconciler
 ) -> None:
@@ -216,6 +248,7 @@ def test_a_first_pod_ready_before_its_label_but_going_away_is_not_recorded(
     of a cluster that ran, and its fresh datadir never made writable."""
     kube.put(MySQLCluster, cluster(replicas=1, engine="mariadb"))
     reconciler.reconcile(KEY)
+    claim(kube, 0, "claim-0")
     going = database_pod(0, **pod_body(ready=True))
     going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     kube.put(Pod, going)
@@ -333,7 +366,7 @@ def test_a_first_primary_on_a_volume_younger_than_a_kept_one_is_never_labelled_p
     reconciler.reconcile(KEY)  # its credentials Secret (a re-created cluster's is the retained one)
     made_at(kube, 1, "2026-01-05T10:00:00Z")
     made_at(kube, 0, "2026-03-01T09:00:00Z")
-    set_pod(kube, 0, ready=True)  # as ready as an empty, initialised server gets
+    set_pod(kube, 0, ready=True)  # ready before any label, as fake pods are
     set_pod(kube, 1, ready=False)
     reconciler.reconcile(KEY)
     # No role: out of the Service, read-only, and not made a replica (it could not be primary after).

@@ -104,11 +104,19 @@ class Roles:
             return out
         member = view.member(first)
         role = (view.pods[first]["metadata"].get("labels") or {}).get(ROLE_LABEL) if member else None
-        # This operator's probe fails an unlabelled server, so a pod 0 ready before its label is one whose
-        # readiness is not the server's (kwok's pods): recorded in the pass that labels it, one status
-        # write less, unless a kept claim says the cluster ran (then only a labelled, ready one is), or
-        # it is going away (then it is never labelled, and its successor would be told the cluster ran).
-        unlabelled_first = role is None and not kept and member is not None and not member.terminating
+        # An unlabelled server passes this operator's probe only while it replicates, which a new
+        # cluster's pod 0 cannot (the primary Service selects no pod yet): a pod 0 ready before its label
+        # is ready by other means (kwok's pods), and is recorded in the pass that labels it, one status
+        # write less. Not when a kept claim says the cluster ran (then only a labelled, ready one is),
+        # nor for a pod going away (never labelled, its successor would be told the cluster ran), nor
+        # before its claim is cached (the record names the volume it was made primary on).
+        unlabelled_first = (
+            role is None
+            and not kept
+            and member is not None
+            and not member.terminating
+            and member.claim_uid is not None
+        )
         if member is not None and member.ready and (role == PRIMARY or unlabelled_first):
             out.roles.update(primary=first, primaryClaimUID=member.claim_uid)
             self._record_owner(view, out)
