@@ -189,14 +189,15 @@ class Plane:
         and whether the machine had any left. The plane's is None when one of its processes is gone."""
         used: dict[int, float] | None = {}
         for proc in self.plane.processes.values():
+            pid = proc.pid
             try:
-                times = psutil.Process(proc.pid).cpu_times() if proc.pid is not None else None
+                times = psutil.Process(pid).cpu_times() if pid is not None else None
             except psutil.Error:
                 times = None
-            if times is None or used is None:
+            if pid is None or times is None or used is None:
                 used = None
                 continue
-            used[proc.pid] = times.user + times.system
+            used[pid] = times.user + times.system
         machine = psutil.cpu_times()._asdict()
         return used, sum(machine.get(field, 0.0) for field in BUSY_FIELDS)
 

@@ -7,8 +7,11 @@ not create (resources, storage class, time zone).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -130,6 +133,19 @@ def test_the_plane_cpu_the_busy_share_and_the_plane_writes_are_taken_over_the_wi
     restarted = bench.cpu_fields(({1: 4.0, 2: 6.0}, 100.0), ({1: 14.0, 3: 1.0}, 100.0 + 15.0 * cores), 20.0)
     assert restarted["plane_cpu_seconds"] is None, "a process that was not there at both ends"
     assert bench.cpu_fields((None, 100.0), ({1: 14.0}, 110.0), 20.0)["plane_cpu_seconds"] is None
+
+    # Read off live processes: this one by pid; a process that is gone, or was never started, gives none.
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    plane = bench.Plane.__new__(bench.Plane)
+    plane.plane = SimpleNamespace(processes={"here": SimpleNamespace(pid=os.getpid())})
+    used, busy = plane.cpu()
+    assert used is not None and list(used) == [os.getpid()] and used[os.getpid()] > 0 and busy > 0
+    for missing in (gone.pid, None):
+        plane.plane = SimpleNamespace(
+            processes={"here": SimpleNamespace(pid=os.getpid()), "gone": SimpleNamespace(pid=missing)}
+        )
+        assert plane.cpu()[0] is None
     before = Counter({("POST", "", "pods", ""): 5, ("GET", "", "pods", ""): 9})
     after = Counter(
         {

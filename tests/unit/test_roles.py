@@ -188,9 +188,10 @@ def test_a_primary_that_never_served_is_starting_not_lost(
 def test_a_first_pod_ready_before_its_label_is_recorded_in_the_pass_that_labels_it(
     kube: FakeKube, reconciler: MySQLClusterReconciler
 ) -> None:
-    """kwok's pods are Ready as soon as they run, which a real server never is unlabelled (its probe):
-    the pass that labels pod 0 records it too, in the one status write that says Running, and does
-    not tell it the cluster ran (a new cluster's first datadir is fresh, and must be made writable)."""
+    """kwok's pods are Ready as soon as they run, which a new cluster's pod 0 on a real server is not
+    before its label (its probe needs the label or replication): the pass that labels pod 0 records
+    it too, in the one status write that says Running, and does not tell it the cluster ran (a new
+    cluster's first datadir is fresh, and must be made writable)."""
     kube.put(MySQLCluster, cluster(replicas=1, engine="mariadb"))
     reconciler.reconcile(KEY)
     rollout_completed(kube, replicas=1)
