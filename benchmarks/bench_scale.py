@@ -23,9 +23,9 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
 * every sample, the floor's too: the CPU seconds the plane's processes used (`plane_cpu_seconds`) and
   the share of the machine's cores that were busy (`machine_busy`, whatever used them), from the first
   create to the last one Ready or Running: whether the plane had cores to spare, and what an
-  implementation's objects cost it beside the floor's. And every write kube-apiserver served, whoever
-  made it (`plane_writes`, `plane_writes_per_cluster`; for an implementation, to the end of the quiet
-  tail).
+  implementation's objects cost it beside the floor's. And every write request kube-apiserver counted,
+  failed ones too, whoever made it (`plane_writes`, `plane_writes_per_cluster`; for an implementation,
+  to the end of the quiet tail).
 
 `--against-src DIR` adds "base": the reference operator from another checkout (DIR/operator first on
 PYTHONPATH; the result records where it was imported from), in the same rotation, to measure a change
@@ -313,15 +313,16 @@ def measure_operator(p: Plane, n: int, namespace: str, start: Callable[[str], la
 
 
 def written(key: Key) -> str:
-    """ "VERB resource[.group] [subresource]": the group kept, since the plane writes Events of two
-    groups (core and events.k8s.io), which would otherwise share a name."""
+    """The key `VERB resource[.group] [subresource]`: the group kept, since the plane writes Events of
+    two groups (core and events.k8s.io), which would otherwise share a name."""
     verb, group, resource, subresource = key
     return " ".join(x for x in (verb, f"{resource}.{group}" if group else resource, subresource) if x)
 
 
 def plane_writes(before: Counter[Key], after: Counter[Key], n: int) -> Obj:
-    """Every write kube-apiserver served between two counts, whoever made it (this script, the
-    implementation, the controllers, the scheduler, kwok): per cluster, and by verb and resource."""
+    """Every write request kube-apiserver counted between two counts (failed ones too), whoever made it
+    (this script, the implementation, the controllers, the scheduler, kwok): per cluster, and by verb
+    and resource."""
     delta = {k: after[k] - before.get(k, 0) for k in after if k[0] in WRITES}
     delta = {k: v for k, v in delta.items() if v > 0}
     return {
