@@ -187,19 +187,19 @@ class Plane:
         """(CPU seconds each of the plane's processes has used so far, by pid, the machine's busy CPU
         seconds so far): read at both ends of a window, they say how much of the machine the plane took,
         and whether the machine had any left. The plane's is None when one of its processes is gone."""
-        used: dict[int, float] | None = {}
+        machine = psutil.cpu_times()._asdict()
+        busy = sum(machine.get(field, 0.0) for field in BUSY_FIELDS)
+        used: dict[int, float] = {}
         for proc in self.plane.processes.values():
             pid = proc.pid
             try:
                 times = psutil.Process(pid).cpu_times() if pid is not None else None
             except psutil.Error:
                 times = None
-            if pid is None or times is None or used is None:
-                used = None
-                continue
+            if pid is None or times is None:
+                return None, busy
             used[pid] = times.user + times.system
-        machine = psutil.cpu_times()._asdict()
-        return used, sum(machine.get(field, 0.0) for field in BUSY_FIELDS)
+        return used, busy
 
     def create_namespace(self, name: str) -> None:
         body = {"metadata": {"name": name}}

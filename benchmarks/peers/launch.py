@@ -134,8 +134,7 @@ def start(
     go_binary: Path | None,
     operator_src: Path | None = None,
 ) -> Operator:
-    port = free_port()
-    metrics_url = None
+    port, metrics_port = free_port(), free_port()
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     if name == "base":
         if operator_src is None:
@@ -143,11 +142,9 @@ def start(
         env["PYTHONPATH"] = _prepend(str(operator_src), env.get("PYTHONPATH"))
     if name in ("reference", "base"):
         argv = [sys.executable, "-m", "mysql_operator", "run", "--kubeconfig", str(kubeconfig)]
-        metrics_port = free_port()
         argv += ["--namespace", namespace, "--workers", str(workers), "--metrics-port", str(metrics_port)]
         argv += ["--health-port", str(port), "--log-level", os.environ.get("BENCH_LOG_LEVEL", "warning")]
         url = f"http://127.0.0.1:{port}/readyz"
-        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     elif name == "kopf":
         argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--quiet", "--namespace", namespace]
         argv += ["--liveness", f"http://127.0.0.1:{port}/healthz", "-m", "kopfmysql.handlers"]
@@ -157,14 +154,13 @@ def start(
     elif name == "go":
         if go_binary is None:
             raise ValueError("the go peer needs its binary (build_go)")
-        metrics_port = free_port()
         argv = [str(go_binary), "--kubeconfig", str(kubeconfig), "--namespace", namespace]
         argv += ["--workers", str(workers), "--health-addr", f"127.0.0.1:{port}"]
         argv += ["--metrics-addr", f"127.0.0.1:{metrics_port}"]
         url = f"http://127.0.0.1:{port}/readyz"
-        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     else:
         raise ValueError(f"unknown implementation {name!r}; valid: {', '.join(IMPLEMENTATIONS)}")
+    metrics_url = None if name == "kopf" else f"http://127.0.0.1:{metrics_port}/metrics"  # kopf has none
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}-{namespace}.log"
     with log.open("wb") as out:
