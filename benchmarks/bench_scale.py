@@ -7,9 +7,10 @@ its kopf and controller-runtime peers, in the same run.
 One plane with every component (kwok makes pods Ready). For each N and each repeat, in an order that
 rotates with the repeat, each in a fresh namespace that is removed afterwards:
 
-* floor: the children the operator would make for N clusters (credentials Secret, headless and primary
-  Services, StatefulSet - built by the reference's own builders) created directly; seconds until every
-  StatefulSet is Ready. No operator can beat it: it is the plane's own pace.
+* floor: the children the operator would make for N clusters (credentials and TLS Secrets, headless and
+  primary Services, StatefulSet - built by the reference's own builders, the pod template labelled
+  primary as a converged cluster's pod is) created directly; seconds until every StatefulSet is Ready.
+  No operator can beat it: it is the plane's own pace.
 * reference, kopf, go: the implementation started as its own process scoped to the namespace and
   ready, then N clusters created at once; seconds until every one is Running (timed with a watch),
   that time over the floor's, kube-apiserver's `apiserver_request_total` delta for the kinds the
@@ -60,6 +61,7 @@ from peers import conformance, launch
 
 from envtest import ControlPlane, binaries
 from mysql_operator.controller.children import resources
+from mysql_operator.database.replication import PRIMARY, ROLE_LABEL
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 RSS_GOAL_MB = 100.0
@@ -91,13 +93,19 @@ def cluster_body(i: int) -> Obj:
 
 
 def floor_children(i: int, namespace: str) -> list[Obj]:
-    """What the operator makes for cluster i, without the owner (there is none to collect them)."""
+    """What the operator makes for cluster i, without the owner (there is none to collect them), as a
+    converged cluster has it: its pod labelled primary (here by the StatefulSet's template, so no write
+    labels it), so the primary Service selects it and kube-controller-manager gives that Service an
+    endpoint, as it does for the reference's clusters."""
     cluster = {**cluster_body(i), "metadata": {"name": f"db{i:04d}", "namespace": namespace, "uid": "none"}}
+    sts = resources.statefulset(cluster)
+    sts["spec"]["template"]["metadata"]["labels"][ROLE_LABEL] = PRIMARY
     children = [
         resources.credentials_secret(cluster),
+        resources.tls_secret(cluster),
         resources.headless_service(cluster),
         resources.primary_service(cluster),
-        resources.statefulset(cluster),
+        sts,
     ]
     for child in children:
         child["metadata"].pop("ownerReferences", None)

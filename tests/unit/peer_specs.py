@@ -4,7 +4,13 @@ spec added for one builder change checks every peer."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from mysql_operator.controller.children import backups, resources
 
@@ -48,3 +54,30 @@ def cluster(spec: dict[str, Any]) -> dict[str, Any]:
     """A MySQLCluster as the apiserver returns it, with `spec`."""
     meta = {"name": "db", "namespace": "ns", "uid": "u-1", "generation": 1}
     return {"apiVersion": resources.API_VERSION, "kind": "MySQLCluster", "metadata": meta, "spec": spec}
+
+
+def assert_tls_secret_like_the_reference(ours: dict[str, Any], spec: dict[str, Any]) -> None:
+    """A peer's TLS Secret is the reference's but for its keys: the same metadata, type and files; a
+    P-256 CA (path length 0) that signed a server certificate naming the reference's hosts, whose key
+    is the one in tls.key."""
+    theirs = resources.tls_secret(cluster(spec))
+    data = ours.pop("data")
+    assert data.keys() == theirs.pop("data").keys() == {"ca.crt", "tls.crt", "tls.key"}
+    assert {k: v for k, v in ours.items() if v not in (None, {}, [])} == theirs
+    files = {name: base64.b64decode(value) for name, value in data.items()}
+    ca, cert = (
+        x509.load_pem_x509_certificate(files["ca.crt"]),
+        x509.load_pem_x509_certificate(files["tls.crt"]),
+    )
+    key = serialization.load_pem_private_key(files["tls.key"], password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
+    assert key.public_key() == cert.public_key()
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value == x509.BasicConstraints(
+        True, 0
+    )
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    meta = cluster(spec)["metadata"]
+    assert names.get_values_for_type(x509.DNSName) == resources.Names(meta["name"]).hosts(meta["namespace"])
+    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from bench_modules import BENCHMARKS, import_from
-from peer_specs import BUILDERS, SPECS, cluster, reference
+from peer_specs import BUILDERS, SPECS, assert_tls_secret_like_the_reference, cluster, reference
 
 from mysql_operator.controller.children import resources
 
@@ -45,15 +45,25 @@ def test_kopf_peer_secret_is_the_reference_secret_with_its_own_password(kopf_chi
     assert ours == reference
 
 
+@pytest.mark.parametrize("spec", ["minimal", "mariadb"])
+def test_kopf_peer_tls_secret_is_the_reference_one_with_its_own_keys(spec: str) -> None:
+    tls = import_from(BENCHMARKS / "peers", "kopfmysql.tls")
+    assert_tls_secret_like_the_reference(tls.tls_secret(cluster(SPECS[spec])), SPECS[spec])
+
+
 def test_floor_children_are_the_operator_children_without_an_owner(bench: ModuleType) -> None:
     children = bench.floor_children(7, "ns")
     assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
         ("Secret", "db0007-credentials"),
+        ("Secret", "db0007-tls"),
         ("Service", "db0007-headless"),
         ("Service", "db0007-primary"),
         ("StatefulSet", "db0007-mysql"),
     ]
     assert not any("ownerReferences" in c["metadata"] for c in children)
+    # The converged cluster's pod: labelled primary, so the primary Service selects it.
+    pod_labels = children[-1]["spec"]["template"]["metadata"]["labels"]
+    assert children[3]["spec"]["selector"].items() <= pod_labels.items()
 
 
 def sample(impl: str, seconds: float, **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from peer_specs import BUILDERS, SPECS, cluster, reference
+from peer_specs import BUILDERS, SPECS, assert_tls_secret_like_the_reference, cluster, reference
 
 from mysql_operator.controller.children import resources
 from mysql_operator.controller.children.quantity import parse_quantity
@@ -100,6 +100,13 @@ def test_go_peer_secret_is_the_reference_secret_with_its_own_passwords(
     reference = resources.credentials_secret(cluster(SPECS[spec]))
     assert ours.pop("stringData").keys() == reference.pop("stringData").keys()
     assert pruned(ours) == pruned(reference)
+
+
+@pytest.mark.parametrize("spec", ["minimal", "mariadb"])
+def test_go_peer_tls_secret_is_the_reference_one_with_its_own_keys(
+    printed: dict[str, Any], spec: str
+) -> None:
+    assert_tls_secret_like_the_reference(copy.deepcopy(printed[spec]["tls_secret"]), SPECS[spec])
 
 
 def test_go_peer_refuses_a_spec_it_cannot_read(gomysql: Path) -> None:

@@ -5,8 +5,9 @@
 //	gomysql --print-children < cluster.json    (the children it would build, as JSON; for tests)
 //
 // Like the reference: one controller For(MySQLCluster) that Owns(StatefulSet, Service, CronJob),
-// informers on our children only (label managed-by=mysql-operator), the credentials Secret cached
-// as metadata only, PVCs, Pods and Jobs read from the apiserver, no client-side rate limit.
+// informers on our children only (label managed-by=mysql-operator), the Secrets and Pods cached as
+// metadata only (pod 0 is labelled primary: tls.go), PVCs and Jobs read from the apiserver, no
+// client-side rate limit.
 // /readyz answers 200 once every informer has synced. --metrics-addr serves controller-runtime's own
 // /metrics (the work queue's, which bench_scale.py reads as it reads the reference's); off by default.
 package main
@@ -20,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -27,12 +29,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	klabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func main() {
@@ -53,7 +58,9 @@ func main() {
 	ours := klabels.SelectorFromSet(klabels.Set{managedBy: operatorName})
 	secrets := &metav1.PartialObjectMetadata{}
 	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	cached := []client.Object{newCluster(), &appsv1.StatefulSet{}, &corev1.Service{}, &batchv1.CronJob{}, secrets}
+	pods := &metav1.PartialObjectMetadata{}
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	cached := []client.Object{newCluster(), &appsv1.StatefulSet{}, &corev1.Service{}, &batchv1.CronJob{}, secrets, pods}
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
 	for _, obj := range cached[1:] {
 		// Only our children: a stranger of a child's name is found by the create's AlreadyExists.
@@ -78,6 +85,8 @@ func main() {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&batchv1.CronJob{}).
+		// Pod 0 appearing is when it is labelled primary; pods map to their cluster by label.
+		Watches(pods, handler.EnqueueRequestsFromMapFunc(clusterOf)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).
 		Complete(&Reconciler{Client: mgr.GetClient(), reader: mgr.GetAPIReader()})
 	if err != nil {
@@ -104,6 +113,14 @@ func main() {
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil && !errors.Is(err, context.Canceled) {
 		fail(err)
 	}
+}
+
+func clusterOf(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[instanceLabel]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }
 
 func fail(err error) {
@@ -134,10 +151,15 @@ func writeChildren(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	files, err := issueTLS(o, time.Now().UTC())
+	if err != nil {
+		return err
+	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(map[string]any{
 		"credentials_secret": credentialsSecret(o),
+		"tls_secret":         tlsSecret(o, files),
 		"headless_service":   headlessService(o),
 		"primary_service":    primaryService(o),
 		"statefulset":        sts,

@@ -84,6 +84,9 @@ func (r *Reconciler) ensureChildren(ctx context.Context, o owner) (*appsv1.State
 	if err := r.ensureSecret(ctx, o); err != nil {
 		return nil, err
 	}
+	if err := r.ensureTLS(ctx, o); err != nil {
+		return nil, err
+	}
 	for _, svc := range []*corev1.Service{headlessService(o), primaryService(o)} {
 		if _, err := r.ensure(ctx, o, svc, &corev1.Service{}); err != nil {
 			return nil, err
@@ -95,6 +98,9 @@ func (r *Reconciler) ensureChildren(ctx context.Context, o owner) (*appsv1.State
 	}
 	live, err := r.ensure(ctx, o, want, &appsv1.StatefulSet{})
 	if err != nil {
+		return nil, err
+	}
+	if err := r.labelFirstPrimary(ctx, o); err != nil {
 		return nil, err
 	}
 	if o.Spec.Backup.Enabled {

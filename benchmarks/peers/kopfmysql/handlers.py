@@ -10,6 +10,8 @@ handler, which reads the cluster from a kopf index - so status writes are ordere
 StatefulSet's own events and a stale write cannot land after a newer one; the deletion handler holds
 the reference's finalizer name (`settings.persistence.finalizer`) and runs its final backup, waiting
 with TemporaryError where the reference requeues. Children go through pykube-ng, as in the reference.
+Like the reference, it makes each cluster's replication TLS Secret (`tls.py`) and labels pod 0 primary
+(a pod event handler), writes the plane serves for the reference too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pykube
 from pykube.exceptions import HTTPError
 
 from kopfmysql import children as c
+from kopfmysql import tls
 
 Obj = dict[str, Any]
 VERSION = c.VERSION
@@ -47,6 +50,8 @@ KINDS = {
     "Job": pykube.Job,
 }
 _local = threading.local()
+_labelled: set[str] = set()
+"""Pods labelled primary by this process: later events of the pod may still show it unlabelled."""
 
 
 @kopf.on.startup()
@@ -124,6 +129,23 @@ def create_once(desired: Obj) -> None:
                 raise kopf.PermanentError(f"Secret {meta['name']} exists and is not ours") from exc
 
 
+def ensure_tls(cluster: Obj, *, new: bool) -> None:
+    """The TLS Secret, made (keys and all) only when there is none: kopf keeps no cache, so a cluster
+    that is not new is asked about first; a new one has none unless a retry already made it (409)."""
+    meta = cluster["metadata"]
+    name = f"{meta['name']}-tls"
+    if (
+        not new
+        and pykube.Secret.objects(api(), namespace=meta["namespace"]).get_or_none(name=name) is not None
+    ):
+        return
+    try:
+        pykube.Secret(api(), tls.tls_secret(cluster)).create()
+    except HTTPError as exc:
+        if exc.code != 409:
+            raise
+
+
 @kopf.on.resume(c.GROUP, VERSION, PLURAL)
 @kopf.on.create(c.GROUP, VERSION, PLURAL)
 @kopf.on.update(c.GROUP, VERSION, PLURAL, field="spec")
@@ -131,6 +153,7 @@ def reconcile(body: kopf.Body, reason: str, **_: Any) -> None:
     cluster = {"metadata": dict(body["metadata"]), "spec": dict(body.get("spec") or {})}
     uid = cluster["metadata"]["uid"]
     create_once(c.credentials_secret(cluster))
+    ensure_tls(cluster, new=reason == "create")
     ensure(uid, c.headless_service(cluster))
     ensure(uid, c.primary_service(cluster))
     ensure(uid, c.statefulset(cluster))
@@ -235,6 +258,35 @@ def statefulset_changed(type: str, body: kopf.Body, namespace: str, clusters: ko
         status = cluster_status(owner["name"], namespace, cluster, sts)
         if status != cluster["status"]:
             patch_status(namespace, owner["name"], status)
+
+
+@kopf.on.event("", "v1", "pods", labels={c.MANAGED_BY: c.OPERATOR, "app.kubernetes.io/component": "database"})
+def first_primary(
+    type: str, name: str, namespace: str, labels: kopf.Labels, meta: kopf.Meta, **_: Any
+) -> None:
+    """Pod 0 of a cluster's StatefulSet is labelled primary once it exists: the primary Service selects it."""
+    instance = labels.get(c.INSTANCE)
+    if (
+        type == "DELETED"
+        or meta.get("deletionTimestamp")
+        or labels.get(c.ROLE)
+        or name != f"{instance}-mysql-0"
+    ):
+        return
+    owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
+    if owner.get("kind") != "StatefulSet" or owner.get("name") != f"{instance}-mysql":
+        return
+    if meta["uid"] in _labelled:
+        return  # patched already: this event predates the label (kopf handles a pod's events in turn)
+    try:
+        pykube.Pod(api(), {"metadata": {"name": name, "namespace": namespace}}).patch(
+            {"metadata": {"labels": {c.ROLE: "primary"}}}
+        )
+    except HTTPError as exc:
+        if exc.code != 404:  # gone meanwhile: its successor's event labels that one
+            raise
+        return
+    _labelled.add(meta["uid"])
 
 
 # -- deletion: stop the database, archive its volume, record the outcome, then let go ------------
