@@ -10,7 +10,8 @@ rotates with the repeat, each in a fresh namespace that is removed afterwards:
 * floor: the children the operator would make for N clusters (credentials and TLS Secrets, headless and
   primary Services, StatefulSet - built by the reference's own builders, the pod template labelled
   primary as a converged cluster's pod is) created directly; seconds until every StatefulSet is Ready.
-  No operator can beat it: it is the plane's own pace.
+  It is the plane's own pace: no operator makes the plane do less (one sample can still lose to an
+  operator's when the plane stalls, as the first floor of results/scale_300_peers_with_features.json).
 * reference, kopf, go: the implementation started as its own process scoped to the namespace and
   ready, then N clusters created at once; seconds until every one is Running (timed with a watch),
   that time over the floor's, kube-apiserver's `apiserver_request_total` delta for the kinds the
