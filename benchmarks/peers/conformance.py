@@ -12,7 +12,9 @@ What the reference operator promises and the E2E suite proves, asked of any impl
   StatefulSet; backup PVC and CronJob when backups are on) matches what the reference's own
   builders (`mysql_operator.controller.children.resources`) make for that cluster - names, labels,
   owner references, specs - and the Secret has no owner (it is retained with the data) and holds
-  both the root and the replication password;
+  both the root and the replication password; the replication TLS Secret exists, owned by the
+  cluster, with its three files; and pod 0 is labelled primary (soon after Running: an
+  implementation may write Running first);
 * owner_gc: deleting the backups-off cluster with propagationPolicy=Background removes it (its
   finalizer released) and the garbage collector its owned children; the Secret stays;
 * final_backup: deleting the backups-on cluster stops its database, archives the data volume with
@@ -35,6 +37,7 @@ from envtest import ABSENT, assert_matches, condition, eventually
 from mysql_operator.api.v1 import API_VERSION, FINALIZER
 from mysql_operator.controller.children import backups, resources
 from mysql_operator.controller.children.quantity import parse_quantity
+from mysql_operator.database.replication import PRIMARY, ROLE_LABEL
 
 Obj = dict[str, Any]
 PATHS = {
@@ -45,6 +48,7 @@ PATHS = {
     "secrets": "/api/v1",
     "services": "/api/v1",
     "persistentvolumeclaims": "/api/v1",
+    "pods": "/api/v1",
 }
 CHECKS = ("converges", "finalizer_added", "children_match_reference", "owner_gc", "final_backup")
 PLAIN, BACKUP = "check-plain", "check-backup"
@@ -114,6 +118,14 @@ def run(session: requests.Session, server: str, namespace: str, timeout: float =
         for name in (PLAIN, BACKUP):
             for resource, expected in expected_children(live[name]):
                 assert_matches(api.must(resource, expected["metadata"]["name"]), expected)
+            first = resources.Names(name).first_pod
+            eventually(
+                lambda p=first: assert_matches(
+                    api.must("pods", p), {"metadata": {"labels": {ROLE_LABEL: PRIMARY}}}
+                ),
+                timeout=timeout,
+                description=f"pod {first} labelled primary",
+            )
         assert api.get("cronjobs", resources.Names(PLAIN).cronjob) is None, "a CronJob with backups off"
 
     def owner_gc() -> None:
@@ -216,8 +228,11 @@ def expected_children(cluster_obj: Obj) -> list[tuple[str, Obj]]:
     secret["data"] = {
         key: lambda v: len(v) > 8 for key in (resources.PASSWORD_KEY, resources.REPLICATION_PASSWORD_KEY)
     }
+    tls = resources.tls_secret(cluster_obj)
+    tls["data"] = {key: lambda v: len(v) > 100 for key in tls["data"]}  # keys of its own: not equal
     out = [
         ("secrets", secret),
+        ("secrets", tls),
         ("services", resources.headless_service(cluster_obj)),
         ("services", resources.primary_service(cluster_obj)),
         ("statefulsets", resources.statefulset(cluster_obj)),

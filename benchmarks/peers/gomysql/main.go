@@ -6,7 +6,7 @@
 //
 // Like the reference: one controller For(MySQLCluster) that Owns(StatefulSet, Service, CronJob),
 // informers on our children only (label managed-by=mysql-operator), the Secrets and Pods cached as
-// metadata only (pod 0 is labelled primary: tls.go), PVCs and Jobs read from the apiserver, no
+// metadata only (pod 0 is labelled primary: roles.go), PVCs and Jobs read from the apiserver, no
 // client-side rate limit.
 // /readyz answers 200 once every informer has synced. --metrics-addr serves controller-runtime's own
 // /metrics (the work queue's, which bench_scale.py reads as it reads the reference's); off by default.

@@ -1,10 +1,8 @@
 package main
 
-// The replication TLS Secret and pod 0's primary label, as the reference makes them
-// (operator/mysql_operator/controller/children/tls.py, roles.py): the Secret once, when the cache has
-// none, never rewritten; pod 0 labelled primary once it exists. Both are writes the plane serves for
-// the reference (the label also makes kube-controller-manager write the primary Service's
-// Endpoints and EndpointSlice), so a peer without them would be measured doing less.
+// The replication TLS Secret, as the reference makes it (operator/mysql_operator/controller/children/tls.py):
+// once, when the cache has none, never rewritten. A write the plane serves for the reference, so a peer
+// without it would be measured doing less.
 
 import (
 	"context"
@@ -21,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -116,7 +113,7 @@ func (r *Reconciler) ensureTLS(ctx context.Context, o owner) error {
 	live.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	err := r.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.tls()}, live)
 	if !apierrors.IsNotFound(err) {
-		return err
+		return err // nil: it exists
 	}
 	files, err := issueTLS(o, time.Now().UTC())
 	if err != nil {
@@ -126,23 +123,4 @@ func (r *Reconciler) ensureTLS(ctx context.Context, o owner) error {
 		return err
 	}
 	return nil // our earlier create, not yet in the cache
-}
-
-// labelFirstPrimary labels pod 0 primary once it exists (the cache holds its metadata only): the
-// primary Service selects it from then on.
-func (r *Reconciler) labelFirstPrimary(ctx context.Context, o owner) error {
-	pod := &metav1.PartialObjectMetadata{}
-	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-	err := r.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.primaryPod()}, pod)
-	if err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if pod.DeletionTimestamp != nil || pod.Labels[roleLabel] == "primary" {
-		return nil
-	}
-	if ref := metav1.GetControllerOf(pod); ref == nil || ref.Kind != "StatefulSet" || ref.Name != o.statefulset() {
-		return nil // not our StatefulSet's pod
-	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"primary"}}}`, roleLabel)
-	return r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch)))
 }

@@ -11,7 +11,8 @@ StatefulSet's own events and a stale write cannot land after a newer one; the de
 the reference's finalizer name (`settings.persistence.finalizer`) and runs its final backup, waiting
 with TemporaryError where the reference requeues. Children go through pykube-ng, as in the reference.
 Like the reference, it makes each cluster's replication TLS Secret (`tls.py`) and labels pod 0 primary
-(a pod event handler), writes the plane serves for the reference too.
+(a pod event handler), writes the plane serves for the reference too. (The reference also labels other
+pods replica; the benchmark's clusters have one replica.)
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Any
 
 import kopf
 import pykube
+import requests
+import tenacity
 from pykube.exceptions import HTTPError
 
 from kopfmysql import children as c
@@ -51,7 +54,8 @@ KINDS = {
 }
 _local = threading.local()
 _labelled: set[str] = set()
-"""Pods labelled primary by this process: later events of the pod may still show it unlabelled."""
+"""Pods labelled primary by this process: later events of the pod may still show it unlabelled. One
+uid per cluster, kept for the process's life (a benchmark's run)."""
 
 
 @kopf.on.startup()
@@ -260,28 +264,50 @@ def statefulset_changed(type: str, body: kopf.Body, namespace: str, clusters: ko
             patch_status(namespace, owner["name"], status)
 
 
-@kopf.on.event("", "v1", "pods", labels={c.MANAGED_BY: c.OPERATOR, "app.kubernetes.io/component": "database"})
+def _first_pod(name: str, labels: kopf.Labels, **_: Any) -> bool:
+    return name == f"{labels.get(c.INSTANCE)}-mysql-0"
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, HTTPError):
+        return exc.code == 429 or exc.code >= 500
+    return isinstance(exc, requests.ConnectionError | requests.Timeout)
+
+
+@tenacity.retry(
+    retry=tenacity.retry_if_exception(_transient),
+    wait=tenacity.wait_exponential(multiplier=0.1, max=2),
+    stop=tenacity.stop_after_attempt(6),
+    reraise=True,
+)
+def _label_primary(name: str, namespace: str) -> None:
+    pykube.Pod(api(), {"metadata": {"name": name, "namespace": namespace}}).patch(
+        {"metadata": {"labels": {c.ROLE: "primary"}}}
+    )
+
+
+# Only unlabelled database pods 0 reach the handler (kopf filters them). kopf never retries an event
+# handler, and kwok's pod may not change again once Ready, so a transient failure is retried here.
+@kopf.on.event(
+    "",
+    "v1",
+    "pods",
+    labels={c.MANAGED_BY: c.OPERATOR, "app.kubernetes.io/component": "database", c.ROLE: kopf.ABSENT},
+    when=_first_pod,
+)
 def first_primary(
     type: str, name: str, namespace: str, labels: kopf.Labels, meta: kopf.Meta, **_: Any
 ) -> None:
     """Pod 0 of a cluster's StatefulSet is labelled primary once it exists: the primary Service selects it."""
-    instance = labels.get(c.INSTANCE)
-    if (
-        type == "DELETED"
-        or meta.get("deletionTimestamp")
-        or labels.get(c.ROLE)
-        or name != f"{instance}-mysql-0"
-    ):
+    if type == "DELETED" or meta.get("deletionTimestamp"):
         return
     owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
-    if owner.get("kind") != "StatefulSet" or owner.get("name") != f"{instance}-mysql":
+    if owner.get("kind") != "StatefulSet" or owner.get("name") != f"{labels.get(c.INSTANCE)}-mysql":
         return
     if meta["uid"] in _labelled:
         return  # patched already: this event predates the label (kopf handles a pod's events in turn)
     try:
-        pykube.Pod(api(), {"metadata": {"name": name, "namespace": namespace}}).patch(
-            {"metadata": {"labels": {c.ROLE: "primary"}}}
-        )
+        _label_primary(name, namespace)
     except HTTPError as exc:
         if exc.code != 404:  # gone meanwhile: its successor's event labels that one
             raise
