@@ -40,10 +40,6 @@ func (o owner) hosts() []string {
 	return all
 }
 
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 159))
-}
-
 func commonName(s string) pkix.Name {
 	if len(s) > 64 {
 		s = s[:64]
@@ -51,41 +47,40 @@ func commonName(s string) pkix.Name {
 	return pkix.Name{CommonName: s}
 }
 
+// keyFor: a new P-256 key and the template of its certificate (subject, random serial, validity).
+func keyFor(subject string, start, end time.Time) (*ecdsa.PrivateKey, *x509.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 159))
+	if err != nil {
+		return nil, nil, err
+	}
+	cert := &x509.Certificate{SerialNumber: serial, Subject: commonName(subject), NotBefore: start, NotAfter: end}
+	return key, cert, nil
+}
+
 // issueTLS: a CA of the cluster's own (ECDSA P-256) signs one server certificate, then its key is dropped.
 func issueTLS(o owner, now time.Time) (map[string][]byte, error) {
 	start, end := now.Add(-5*time.Minute), now.AddDate(0, 0, validityDays)
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caKey, ca, err := keyFor(o.Name+" replication CA", start, end)
 	if err != nil {
 		return nil, err
 	}
-	caSerial, err := serial()
+	ca.IsCA, ca.BasicConstraintsValid, ca.MaxPathLenZero = true, true, true
+	ca.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
 	if err != nil {
 		return nil, err
 	}
-	caName := commonName(o.Name + " replication CA")
-	caTemplate := &x509.Certificate{
-		SerialNumber: caSerial, Subject: caName, NotBefore: start, NotAfter: end,
-		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	key, server, err := keyFor(o.Name+" database server", start, end)
 	if err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	certSerial, err := serial()
-	if err != nil {
-		return nil, err
-	}
-	server := &x509.Certificate{
-		SerialNumber: certSerial, Subject: commonName(o.Name + " database server"), NotBefore: start, NotAfter: end,
-		DNSNames: o.hosts(), BasicConstraintsValid: true,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	certDER, err := x509.CreateCertificate(rand.Reader, server, caTemplate, &key.PublicKey, caKey)
+	server.DNSNames, server.BasicConstraintsValid = o.hosts(), true
+	server.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	certDER, err := x509.CreateCertificate(rand.Reader, server, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return nil, err
 	}
