@@ -8,7 +8,7 @@ import shlex
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 from filelock import FileLock, Timeout
@@ -610,7 +610,14 @@ class ClusterSession:
             if reporter is not None and not self.is_xdist_worker:
                 reporter.write_line(f"envtest: {message}")
             elif sys.__stderr__ is not None:
-                print(f"envtest: {message}", file=sys.__stderr__, flush=True)
+                write_line(sys.__stderr__, f"envtest: {message}")
+
+
+def write_line(stream: TextIO, line: str) -> None:
+    """One write per line: xdist workers (run with `python -u`) share the stderr pipe, and print's
+    separate write of the newline let another worker's line land in between (two lines as one)."""
+    stream.write(f"{line}\n")
+    stream.flush()
 
 
 def stop_shared_plane(config: pytest.Config) -> None:
