@@ -71,6 +71,38 @@ def test_xdist_workers_share_one_control_plane_and_none_is_left(
     assert not list(scratch.iterdir()), "a worker left temporary files behind"
 
 
+def test_what_a_sigkilled_session_left_is_removed_when_the_next_one_starts(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGKILL runs no exit handler: the plane's processes die with their parent (PDEATHSIG), but
+    # its workdir (the CA's and the admin's keys, etcd's data), the session's kubeconfig folder and
+    # pykube-ng's key files stay in the temporary directory until the next session starts.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    pytester.makepyfile(
+        test_killed="""
+        import os, signal
+
+        def test_killed(cluster, namespace, kube):
+            os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    killed = pytester.runpytest_subprocess("--envtest-components=minimal", "-p", "no:cacheprovider")
+    assert killed.ret == -9, killed.stdout.str()[-2000:]
+    left = sorted(p.name for p in scratch.glob("envtest-*"))
+    assert any(name.startswith("envtest-pems-") for name in left), left
+    assert any(name.startswith("envtest-ambient-") for name in left), left
+    assert [n for n in left if not n.startswith(("envtest-pems-", "envtest-ambient-"))], (
+        f"no plane workdir: {left}"
+    )
+    following = pytester.runpytest_subprocess(
+        "--envtest-components=minimal", "-p", "no:cacheprovider", "-k", "nothing_here"
+    )
+    following.stdout.fnmatch_lines(["*1 deselected*"])
+    assert not sorted(scratch.glob("envtest-*")), "the next session left what the killed one left"
+
+
 def test_kind_plugin_options_are_reused_not_registered_twice(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from envtest import binaries, eventually
+from envtest import binaries, eventually, ownedtemp
 from envtest.clusters import ExistingCluster
+from envtest.runs import process_alive
 
 pytestmark = pytest.mark.envtest_local  # local binaries for `envtest up`
 
@@ -75,6 +76,13 @@ def _env(tmp_path: Path, run_id: str, kubeconfig: str, signals: Path) -> dict[st
     return env
 
 
+def _owner_gone(folder: Path) -> bool:
+    """Whether the process a private temporary folder names (envtest.ownedtemp) is gone; a folder
+    naming none counts as gone too (nothing could ever remove it)."""
+    owner = folder / ownedtemp.OWNER
+    return not owner.exists() or process_alive(owner.read_text()) is False
+
+
 def _labelled(cluster: ExistingCluster, run_id: str | None, limit: float) -> list[str]:
     """`Kind/name` of every object still carrying the run's label (namespaces gone for good only)."""
     left = []
@@ -117,6 +125,8 @@ def test_sweep_removes_a_killed_run_and_leaves_a_live_one(tmp_path: Path, timeou
         (project / "crd.yaml").write_text(CRD)
         (project / "pytest.ini").write_text("[pytest]\nenvtest_backend = existing\nenvtest_crds = crd.yaml\n")
         (project / "test_hold.py").write_text(textwrap.dedent(INNER))
+        scratch = tmp_path / "tmp"  # the runs' temporary directory (TMPDIR), to see what they leave
+        scratch.mkdir()
         runs = {}
         for run_id in ("killed0001", "living0001"):
             signals = tmp_path / run_id
@@ -124,7 +134,7 @@ def test_sweep_removes_a_killed_run_and_leaves_a_live_one(tmp_path: Path, timeou
             proc = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-q"],
                 cwd=project,
-                env=_env(tmp_path, run_id, kubeconfig, signals),
+                env={**_env(tmp_path, run_id, kubeconfig, signals), "TMPDIR": str(scratch)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -147,6 +157,9 @@ def test_sweep_removes_a_killed_run_and_leaves_a_live_one(tmp_path: Path, timeou
         assert _labelled(cluster, "killed0001", timeouts(10)), (
             "the killed run left nothing: the test proves nothing"
         )
+        # On this machine too: its processes' private folders (session kubeconfigs, keys written out).
+        orphans = [f for f in scratch.glob("envtest-*") if _owner_gone(f)]
+        assert orphans, "the killed run left no private folder: the end of this test proves nothing"
 
         sweep = subprocess.run(
             [*cli, "sweep", "--kubeconfig", kubeconfig],
@@ -170,6 +183,19 @@ def test_sweep_removes_a_killed_run_and_leaves_a_live_one(tmp_path: Path, timeou
         eventually(
             lambda: _nothing_left(cluster, "living0001", timeouts(10)), timeout=timeouts(120), interval=0.5
         )
+
+        # The next run of the same user removes the killed run's folders; every run has ended, so
+        # nothing of theirs is left.
+        following = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-k", "holds_too"],
+            cwd=project,
+            env={**_env(tmp_path, "next0001", kubeconfig, signals), "TMPDIR": str(scratch)},
+            capture_output=True,
+            text=True,
+            timeout=timeouts(300),
+        )
+        assert following.returncode == 0, following.stdout[-3000:]
+        assert not sorted(scratch.glob("envtest-*")), "a run's private folder outlived it"
     finally:
         for proc in procs:
             if proc.poll() is None:

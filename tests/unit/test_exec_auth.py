@@ -24,6 +24,7 @@ import pykube
 import pytest
 import yaml
 
+from envtest import ownedtemp, runs
 from envtest.clusters import Cluster, ExistingCluster
 from envtest.errors import ExecPluginError
 from envtest.execauth import REFRESH_MARGIN, ExecAuthAdapter, ExecCredentials
@@ -414,4 +415,6 @@ def test_a_client_certificate_credential_is_fetched_once_and_kept_in_private_fil
     assert files is not None
     for path in files:
         assert stat.S_IMODE(Path(path).stat().st_mode) == 0o600
+    # Its folder names this process, so one SIGKILLed process's keys are removed by the next.
+    assert (Path(files[0]).parent / ownedtemp.OWNER).read_text() == runs.holder_identity()
     client.session.close()

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import base64
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
-from envtest import runs
-from envtest.plugin.pointing import OWNER, PREFIX, _private_copy, sweep_orphans
+from envtest.plugin.pointing import _private_copy
 
 
 def test_the_copy_names_the_context_resolves_paths_and_keeps_inline_pems_as_private_files(
@@ -75,44 +71,3 @@ def test_without_a_context_the_files_current_one_stays(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir()
     assert yaml.safe_load(_private_copy(source, None, private).read_text())["current-context"] == "x"
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a process's identity is read from /proc")
-def test_a_killed_sessions_folder_is_removed_by_the_next_and_no_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        dead = runs.holder_identity(child.pid)  # read while it runs, as its session wrote it
-    finally:
-        child.kill()
-        child.wait()
-    owners = {
-        "dead": dead,
-        "alive": runs.holder_identity(),
-        "elsewhere": "other-host:1:2/7/99",
-        "unowned": None,
-    }
-    for name, owner in owners.items():
-        folder = tmp_path / f"{PREFIX}{name}"
-        folder.mkdir()
-        (folder / "session.kubeconfig").write_text("kind: Config\n")
-        if owner is not None:
-            (folder / OWNER).write_text(owner)
-    (tmp_path / "someone-elses-dir").mkdir()
-    # A link named like a session's folder, to a folder with a dead owner: neither is removed.
-    target = tmp_path / "target"
-    target.mkdir()
-    (target / OWNER).write_text(dead)
-    (tmp_path / f"{PREFIX}link").symlink_to(target)
-    with monkeypatch.context() as other_user:
-        other_user.setattr("os.getuid", lambda: 12345)
-        sweep_orphans(tmp_path)
-        assert (tmp_path / f"{PREFIX}dead").is_dir(), "another user's folder was removed"
-    sweep_orphans(tmp_path)
-    left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == [f"{PREFIX}{n}" for n in ("alive", "elsewhere", "link", "unowned")] + [
-        "someone-elses-dir",
-        "target",
-    ]
-    assert (target / OWNER).read_text() == dead

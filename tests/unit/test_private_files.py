@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,3 +127,42 @@ def test_a_pykube_client_of_an_inline_key_never_writes_it_to_the_shared_temp_dir
     key = Path(api.config.user["client-key"].filename())
     assert key.read_bytes() == client.key_pem
     assert mode(key) == 0o600 and mode(key.parent) == 0o700
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a process's identity is read from /proc")
+def test_the_pem_folder_of_a_killed_process_is_removed_by_the_next_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGKILLed process never runs its exit handlers: its folder of inline keys stays in the shared
+    temp dir until the next process of the user writes its own (envtest.ownedtemp)."""
+    from envtest import ownedtemp, runs
+    from envtest.clusters import Cluster
+    from envtest.kubeconfig import PEM_KIND, kubeconfig_dict, write_kubeconfig
+    from envtest.pki import CertificateAuthority
+
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(shared))
+    monkeypatch.setattr("envtest.kubeconfig._pem_folder", None)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        killed = runs.holder_identity(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    left = shared / f"{ownedtemp.PREFIX}{PEM_KIND}killed"
+    left.mkdir(mode=0o700)
+    (left / "admin.pem").write_text("KEY")
+    (left / ownedtemp.OWNER).write_text(killed)
+    ca = CertificateAuthority.create("test-ca", valid_days=1)
+    path = write_kubeconfig(
+        tmp_path / "admin.kubeconfig",
+        kubeconfig_dict(
+            server="https://127.0.0.1:1", ca_pem=ca.cert_pem, client=ca.issue_client("admin"), user="admin"
+        ),
+    )
+    api = Cluster.new_pykube_from(path)
+    key = Path(api.config.user["client-key"].filename())
+    assert not left.exists(), "the killed process's keys were left in the shared temp dir"
+    assert key.parent.parent == shared and key.parent.name.startswith(f"{ownedtemp.PREFIX}{PEM_KIND}")
+    assert (key.parent / ownedtemp.OWNER).read_text() == runs.holder_identity()

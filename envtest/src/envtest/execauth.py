@@ -24,7 +24,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ import pykube
 import requests
 from pykube.http import KubernetesHTTPAdapter
 
+from envtest import ownedtemp
 from envtest.errors import ExecPluginError
 from envtest.pki import write_private
 
@@ -54,6 +54,9 @@ PLUGIN_TIMEOUT = 120.0
 
 API_VERSIONS = tuple(f"client.authentication.k8s.io/{v}" for v in ("v1", "v1beta1", "v1alpha1"))
 EXEC_CLUSTER_EXTENSION = "client.authentication.k8s.io/exec"
+CERT_KIND = "exec-"
+"""The temporary folder (`envtest.ownedtemp`) of the client certificates plugins print (requests
+reads them from files)."""
 _USED = "_envtest_exec_credential"  # set on each request: which credential it carried
 
 
@@ -199,7 +202,7 @@ class ExecCredentials:
         # requests reads a client certificate from files only. The pair before the previous one is
         # removed: a connection being opened right now may still read the previous pair.
         if self._cert_dir is None:
-            self._cert_dir = Path(tempfile.mkdtemp(prefix="envtest-exec-"))  # 0700
+            self._cert_dir = ownedtemp.make(CERT_KIND)  # 0700; those of killed processes are removed
             weakref.finalize(self, shutil.rmtree, self._cert_dir, True)
         stem = self._cert_dir / f"credential-{self.fetches}"
         files = (f"{stem}.crt", f"{stem}.key")

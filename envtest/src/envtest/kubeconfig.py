@@ -7,13 +7,13 @@ import base64
 import hashlib
 import os
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from envtest import ownedtemp
 from envtest.pki import CertKey, write_private
 
 if TYPE_CHECKING:
@@ -78,13 +78,18 @@ PYKUBE_PEMS = (
 )
 """pykube-ng's certificate fields: (context key, kubeconfig section, field)."""
 
+PEM_KIND = "pems-"
+"""The temporary folder (`envtest.ownedtemp`) of a process's inline certificates and keys written
+out for pykube-ng."""
+
 _pem_folder: Path | None = None
 _pem_lock = threading.Lock()
 
 
 def keep_pykube_pems_private(config: pykube.KubeConfig) -> None:
     """Hand pykube-ng the inline (`*-data`) certificates and key of `config`'s current context as
-    files of this process's own: 0600, in a 0700 folder removed at exit.
+    files of this process's own: 0600, in a 0700 folder removed at exit (after a SIGKILL, by the
+    next process that writes its own: `envtest.ownedtemp`).
 
     Given inline data, pykube-ng writes it to `<tmp>/pykube-ng.<md5>.crt` with the umask's mode — a
     private key any local user can read — and never removes it."""
@@ -112,7 +117,7 @@ def _private_pem(pem: bytes) -> Path:
     global _pem_folder
     with _pem_lock:
         if _pem_folder is None:
-            _pem_folder = Path(tempfile.mkdtemp(prefix="envtest-pems-"))  # 0700
+            _pem_folder = ownedtemp.make(PEM_KIND)  # 0700; those of killed processes are removed
             atexit.register(shutil.rmtree, _pem_folder, ignore_errors=True)
         path = _pem_folder / f"{hashlib.sha256(pem).hexdigest()[:32]}.pem"
         if not path.exists():

@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import socket
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,7 +26,7 @@ import requests
 import urllib3
 import yaml
 
-from envtest import binaries, crds
+from envtest import binaries, crds, ownedtemp
 from envtest.binaries import gobuild, kwokrelease
 from envtest.errors import ConfigError, CRDError, ProcessError, StartTimeout, StopError
 from envtest.kubeconfig import kubeconfig_dict, write_kubeconfig
@@ -138,7 +137,8 @@ class ControlPlane:
         self._progress = progress or (lambda msg: log.info("%s", msg))
         self._warn = progress or (lambda msg: log.warning("%s", msg))
         self._owns_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envtest-"))
+        # A plane's own workdir names its process, so the next one removes it if this one is SIGKILLed.
+        self.workdir = Path(workdir) if workdir else ownedtemp.make()
         self.processes: dict[str, ManagedProcess] = {}
         self.api_port = 0
         self.etcd_url = ""

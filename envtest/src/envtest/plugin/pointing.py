@@ -15,31 +15,26 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from envtest import ambient, runs
+from envtest import ambient, ownedtemp
 from envtest.pki import write_private
 from envtest.plugin.state import AMBIENT_KEY
 
 PLACEHOLDER_SERVER = "https://envtest-cluster-not-started-yet.invalid"
 """Where the environment points before the session's cluster is up: a name that never resolves."""
-PREFIX = "envtest-ambient-"
-OWNER = "owner"
-"""In each session's folder: the holder identity (`envtest.runs`) of the process it belongs to."""
+KIND = "ambient-"
+"""Each session's temporary folder (`envtest.ownedtemp`): `envtest-ambient-<random>`."""
 
 
 def point_at_placeholder(config: pytest.Config) -> None:
     if AMBIENT_KEY in config.stash or _xdist_controller(config):
         return
-    sweep_orphans(Path(tempfile.gettempdir()))
-    folder = Path(tempfile.mkdtemp(prefix=PREFIX))  # 0700: its own user's only
-    (folder / OWNER).write_text(runs.holder_identity())
+    folder = ownedtemp.make(KIND)  # 0700; the folders of sessions SIGKILLed earlier are removed
     path = folder / "placeholder.kubeconfig"
     name = "envtest-not-started"
     doc = {
@@ -120,22 +115,6 @@ def release(config: pytest.Config) -> None:
     for child in folder.iterdir():
         child.unlink()
     folder.rmdir()
-
-
-def sweep_orphans(where: Path) -> None:
-    """Remove the folders of sessions whose process is gone. A SIGKILLed pytest (or xdist worker)
-    never releases its folder, which holds a kubeconfig with its cluster's admin key; the next session
-    of the same user removes it. Left alone: a folder without an owner (being made, or from an older
-    release), one whose owner is on another machine or in another container, another user's, a link."""
-    for folder in where.glob(f"{PREFIX}*"):
-        try:
-            if folder.is_symlink() or folder.lstat().st_uid != os.getuid():
-                continue
-            owner = (folder / OWNER).read_text()
-        except OSError:
-            continue
-        if runs.process_alive(owner) is False:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _xdist_controller(config: pytest.Config) -> bool:

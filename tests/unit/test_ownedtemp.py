@@ -1,0 +1,88 @@
+"""Temporary folders that name their owning process: the next process of the same user removes those
+a SIGKILLed one left, whatever they held, and nothing else (a live owner's, another machine's, another
+user's, a link, a folder naming no owner)."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envtest import ownedtemp, runs
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a process's identity is read from /proc")
+
+PREFIX = ownedtemp.PREFIX
+
+
+@pytest.fixture
+def dead() -> Iterator[str]:
+    """The holder identity of a process that has since been killed."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        identity = runs.holder_identity(child.pid)  # read while it runs, as its folder would hold it
+    finally:
+        child.kill()
+        child.wait()
+    yield identity
+
+
+def _folder(where: Path, name: str, owner: str | None) -> Path:
+    folder = where / name
+    folder.mkdir()
+    (folder / "admin.key").write_text("KEY")
+    if owner is not None:
+        (folder / ownedtemp.OWNER).write_text(owner)
+    return folder
+
+
+def test_a_killed_processs_folder_is_removed_and_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead: str
+) -> None:
+    owners = {
+        "dead": dead,
+        "alive": runs.holder_identity(),
+        "elsewhere": "other-host:1:2/7/99",
+        "unowned": None,
+    }
+    for name, owner in owners.items():
+        _folder(tmp_path, f"{PREFIX}{name}", owner)
+    (tmp_path / "someone-elses-dir").mkdir()
+    # A link named like an owned folder, to a folder with a dead owner: neither is removed.
+    target = _folder(tmp_path, "target", dead)
+    (tmp_path / f"{PREFIX}link").symlink_to(target)
+    with monkeypatch.context() as other_user:
+        other_user.setattr("os.getuid", lambda: 12345)
+        ownedtemp.sweep(tmp_path)
+        assert (tmp_path / f"{PREFIX}dead").is_dir(), "another user's folder was removed"
+    ownedtemp.sweep(tmp_path)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [f"{PREFIX}{n}" for n in ("alive", "elsewhere", "link", "unowned")] + [
+        "someone-elses-dir",
+        "target",
+    ]
+    assert (target / ownedtemp.OWNER).read_text() == dead
+
+
+def test_make_names_this_process_and_sweeps_every_kind_of_folder_a_dead_process_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead: str
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for kind in (
+        "pems-a",
+        "exec-b",
+        "ambient-c",
+        "d",
+    ):  # pykube's keys, exec certificates, a session, a plane
+        _folder(tmp_path, f"{PREFIX}{kind}", dead)
+    kept = [_folder(tmp_path, "pytest-of-someone", dead), _folder(tmp_path, f"{PREFIX}unowned", None)]
+    made = ownedtemp.make("pems-")
+    assert made.parent == tmp_path and made.name.startswith(f"{PREFIX}pems-")
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert (made / ownedtemp.OWNER).read_text() == runs.holder_identity()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([made.name, *(k.name for k in kept)])
