@@ -28,10 +28,11 @@ assert _spec and _spec.loader
 genscripts = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(genscripts)
 
-# The first test to ask for `gomysql` builds the peer in its setup, which the per-test limit covers
-# (tests/conftest.py): on a machine whose Go caches are cold, the module download and build take
-# minutes on two cores. Longer than the build's own timeout, so a hung build fails with go's command.
-pytestmark = pytest.mark.timeout(1320)
+BUILDS = pytest.mark.timeout(1320)
+"""For the tests that use `gomysql`: the first of them in each xdist worker builds the peer in its
+setup, which the per-test limit covers (tests/conftest.py); on a machine whose Go caches are cold the
+module download and build take minutes on two cores. Longer than the build's own timeout, so a hung
+build fails with go's command."""
 
 
 def pruned(obj: Any) -> Any:
@@ -87,6 +88,7 @@ def printed(gomysql: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+@BUILDS
 @pytest.mark.parametrize("spec", SPECS, ids=list(SPECS))
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_go_peer_builds_the_reference_children(printed: dict[str, Any], builder: str, spec: str) -> None:
@@ -97,6 +99,7 @@ def test_go_peer_builds_the_reference_children(printed: dict[str, Any], builder:
     assert pruned(ours) == pruned(reference(builder)(cluster(SPECS[spec])))
 
 
+@BUILDS
 @pytest.mark.parametrize("spec", ["minimal", "mariadb"])
 def test_go_peer_secret_is_the_reference_secret_with_its_own_passwords(
     printed: dict[str, Any], spec: str
@@ -107,6 +110,7 @@ def test_go_peer_secret_is_the_reference_secret_with_its_own_passwords(
     assert pruned(ours) == pruned(reference)
 
 
+@BUILDS
 @pytest.mark.parametrize("spec", ["minimal", "mariadb"])
 def test_go_peer_tls_secret_is_the_reference_one_with_its_own_keys(
     printed: dict[str, Any], spec: str
@@ -114,6 +118,7 @@ def test_go_peer_tls_secret_is_the_reference_one_with_its_own_keys(
     assert_tls_secret_like_the_reference(copy.deepcopy(printed[spec]["tls_secret"]), SPECS[spec])
 
 
+@BUILDS
 def test_go_peer_refuses_a_spec_it_cannot_read(gomysql: Path) -> None:
     bad = cluster({"replicas": "three", "storage": {"size": "1Gi"}})
     run = subprocess.run(

@@ -4,6 +4,7 @@ user's, a link, a folder naming no owner)."""
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -86,3 +87,36 @@ def test_make_names_this_process_and_sweeps_every_kind_of_folder_a_dead_process_
     assert stat.S_IMODE(made.stat().st_mode) == 0o700
     assert (made / ownedtemp.OWNER).read_text() == runs.holder_identity()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([made.name, *(k.name for k in kept)])
+
+
+def test_remove_own_takes_this_processs_folder_and_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead: str
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    own = ownedtemp.make("x-")
+    parents = _folder(tmp_path, f"{PREFIX}parents", dead)  # as a forked child sees its parent's
+    ownedtemp.remove_own(parents)
+    ownedtemp.remove_own(tmp_path / f"{PREFIX}never-made")
+    assert parents.is_dir()
+    ownedtemp.remove_own(own)
+    assert not own.exists()
+
+
+def test_a_forked_child_writes_its_keys_to_a_folder_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envtest import kubeconfig
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(kubeconfig, "_pem_folder", None)
+    parents = kubeconfig._private_pem(b"PEM").parent
+    pid = os.fork()
+    if pid == 0:  # the child: report by exit status only, and skip every exit handler
+        ok = False
+        try:
+            mine = kubeconfig._private_pem(b"PEM").parent
+            ok = mine != parents and (mine / ownedtemp.OWNER).read_text() == runs.holder_identity()
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child wrote into its parent's folder"

@@ -22,7 +22,6 @@ import datetime as dt
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import threading
 import weakref
@@ -203,7 +202,7 @@ class ExecCredentials:
         # removed: a connection being opened right now may still read the previous pair.
         if self._cert_dir is None:
             self._cert_dir = ownedtemp.make(CERT_KIND)  # 0700; those of killed processes are removed
-            weakref.finalize(self, shutil.rmtree, self._cert_dir, True)
+            weakref.finalize(self, ownedtemp.remove_own, self._cert_dir)
         stem = self._cert_dir / f"credential-{self.fetches}"
         files = (f"{stem}.crt", f"{stem}.key")
         write_private(Path(files[0]), cert)

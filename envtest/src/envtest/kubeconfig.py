@@ -6,7 +6,6 @@ import atexit
 import base64
 import hashlib
 import os
-import shutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,6 +85,15 @@ _pem_folder: Path | None = None
 _pem_lock = threading.Lock()
 
 
+def _forget_pem_folder() -> None:
+    # A forked child makes a folder of its own: the parent's names the parent, and goes with it.
+    global _pem_folder, _pem_lock
+    _pem_folder, _pem_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pem_folder)
+
+
 def keep_pykube_pems_private(config: pykube.KubeConfig) -> None:
     """Hand pykube-ng the inline (`*-data`) certificates and key of `config`'s current context as
     files of this process's own: 0600, in a 0700 folder removed at exit (after a SIGKILL, by the
@@ -118,7 +126,7 @@ def _private_pem(pem: bytes) -> Path:
     with _pem_lock:
         if _pem_folder is None:
             _pem_folder = ownedtemp.make(PEM_KIND)  # 0700; those of killed processes are removed
-            atexit.register(shutil.rmtree, _pem_folder, ignore_errors=True)
+            atexit.register(ownedtemp.remove_own, _pem_folder)
         path = _pem_folder / f"{hashlib.sha256(pem).hexdigest()[:32]}.pem"
         if not path.exists():
             write_private(path, pem)

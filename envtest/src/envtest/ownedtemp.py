@@ -33,6 +33,17 @@ def make(kind: str = "") -> Path:
     return folder
 
 
+def remove_own(folder: Path) -> None:
+    """Remove `folder` if this process owns it: exit handlers and finalizers also run in a child
+    forked after the folder was made, which must not take its parent's."""
+    try:
+        if (folder / OWNER).read_text() != runs.holder_identity():
+            return
+    except OSError:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def sweep(where: Path) -> None:
     """Remove the folders named `envtest-*` in `where` whose owning process is gone. Left alone: a
     folder without an owner (being made, or not made here), one whose owner is on another machine or
