@@ -4,12 +4,15 @@ no unit test talks to a cluster."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 from cli_logging import restored
 from operator_fakes import Clock, FakeKube, RecordingEvents
 
+from envtest import runs
 from mysql_operator.controller.reconciler import MySQLClusterReconciler
 
 
@@ -38,3 +41,15 @@ def restore_cli_logging() -> Iterator[None]:
     """For a test that runs the operator's command line in this process (`cli_logging.restored`)."""
     with restored():
         yield
+
+
+@pytest.fixture
+def dead_owner() -> str:
+    """The holder identity (`envtest.runs`) of a process that has since been killed, read while it
+    ran, as a run record or a temporary folder (`envtest.ownedtemp`) would hold it."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        return runs.holder_identity(child.pid)
+    finally:
+        child.kill()
+        child.wait()

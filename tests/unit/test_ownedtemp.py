@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,18 +17,6 @@ from envtest import ownedtemp, runs
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a process's identity is read from /proc")
 
 PREFIX = ownedtemp.PREFIX
-
-
-@pytest.fixture
-def dead() -> Iterator[str]:
-    """The holder identity of a process that has since been killed."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        identity = runs.holder_identity(child.pid)  # read while it runs, as its folder would hold it
-    finally:
-        child.kill()
-        child.wait()
-    yield identity
 
 
 def _folder(where: Path, name: str, owner: str | None) -> Path:
@@ -43,10 +29,10 @@ def _folder(where: Path, name: str, owner: str | None) -> Path:
 
 
 def test_a_killed_processs_folder_is_removed_and_no_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_owner: str
 ) -> None:
     owners = {
-        "dead": dead,
+        "dead": dead_owner,
         "alive": runs.holder_identity(),
         "elsewhere": "other-host:1:2/7/99",
         "unowned": None,
@@ -55,7 +41,7 @@ def test_a_killed_processs_folder_is_removed_and_no_other(
         _folder(tmp_path, f"{PREFIX}{name}", owner)
     (tmp_path / "someone-elses-dir").mkdir()
     # A link named like an owned folder, to a folder with a dead owner: neither is removed.
-    target = _folder(tmp_path, "target", dead)
+    target = _folder(tmp_path, "target", dead_owner)
     (tmp_path / f"{PREFIX}link").symlink_to(target)
     with monkeypatch.context() as other_user:
         other_user.setattr("os.getuid", lambda: 12345)
@@ -67,11 +53,11 @@ def test_a_killed_processs_folder_is_removed_and_no_other(
         "someone-elses-dir",
         "target",
     ]
-    assert (target / ownedtemp.OWNER).read_text() == dead
+    assert (target / ownedtemp.OWNER).read_text() == dead_owner
 
 
 def test_make_names_this_process_and_sweeps_every_kind_of_folder_a_dead_process_left(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_owner: str
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     for kind in (
@@ -80,8 +66,8 @@ def test_make_names_this_process_and_sweeps_every_kind_of_folder_a_dead_process_
         "ambient-c",
         "d",
     ):  # pykube's keys, exec certificates, a session, a plane
-        _folder(tmp_path, f"{PREFIX}{kind}", dead)
-    kept = [_folder(tmp_path, "pytest-of-someone", dead), _folder(tmp_path, f"{PREFIX}unowned", None)]
+        _folder(tmp_path, f"{PREFIX}{kind}", dead_owner)
+    kept = [_folder(tmp_path, "pytest-of-someone", dead_owner), _folder(tmp_path, f"{PREFIX}unowned", None)]
     made = ownedtemp.make("pems-")
     assert made.parent == tmp_path and made.name.startswith(f"{PREFIX}pems-")
     assert stat.S_IMODE(made.stat().st_mode) == 0o700
@@ -90,11 +76,11 @@ def test_make_names_this_process_and_sweeps_every_kind_of_folder_a_dead_process_
 
 
 def test_remove_own_takes_this_processs_folder_and_no_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_owner: str
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     own = ownedtemp.make("x-")
-    parents = _folder(tmp_path, f"{PREFIX}parents", dead)  # as a forked child sees its parent's
+    parents = _folder(tmp_path, f"{PREFIX}parents", dead_owner)  # as a forked child sees its parent's
     ownedtemp.remove_own(parents)
     ownedtemp.remove_own(tmp_path / f"{PREFIX}never-made")
     assert parents.is_dir()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,7 +130,7 @@ def test_a_pykube_client_of_an_inline_key_never_writes_it_to_the_shared_temp_dir
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a process's identity is read from /proc")
 def test_the_pem_folder_of_a_killed_process_is_removed_by_the_next_client(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_owner: str
 ) -> None:
     """A SIGKILLed process never runs its exit handlers: its folder of inline keys stays in the shared
     temp dir until the next process of the user writes its own (envtest.ownedtemp)."""
@@ -144,16 +143,10 @@ def test_the_pem_folder_of_a_killed_process_is_removed_by_the_next_client(
     shared.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(shared))
     monkeypatch.setattr("envtest.kubeconfig._pem_folder", None)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        killed = runs.holder_identity(child.pid)
-    finally:
-        child.kill()
-        child.wait()
     left = shared / f"{ownedtemp.PREFIX}{PEM_KIND}killed"
     left.mkdir(mode=0o700)
     (left / "admin.pem").write_text("KEY")
-    (left / ownedtemp.OWNER).write_text(killed)
+    (left / ownedtemp.OWNER).write_text(dead_owner)
     ca = CertificateAuthority.create("test-ca", valid_days=1)
     path = write_kubeconfig(
         tmp_path / "admin.kubeconfig",
